@@ -1,0 +1,114 @@
+#include "common.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "decimal.hpp"
+#include "format.hpp"
+
+namespace attn::cli {
+
+void add_problem_options(CLI::App& command, ProblemOptions& options) {
+  command.add_option("--problem,-p", options.problem, "ai006 | ai031 | general")
+      ->required()
+      ->check(CLI::IsMember({"ai006", "ai031", "general"}));
+  auto* limits = "Limits (defaults: the problem statement's)";
+  command.add_option("--max-n", options.max_n, "most queries n (ai006 80, ai031 40, general 256)")->group(limits);
+  command.add_option("--max-m", options.max_m, "most keys m (general 256)")->group(limits);
+  command.add_option("--max-d", options.max_d, "most columns d, d_k, d_v (16; general 64)")->group(limits);
+  command.add_option("--max-heads", options.max_heads, "most heads h (ai031 16, general 64)")->group(limits);
+  command.add_option("--max-batch", options.max_batch, "most batch items B (general 16)")->group(limits);
+  command.add_option("--max-decimals", options.max_decimals, "most output decimals (general 12, at most 30)")
+      ->group(limits);
+  command.add_option("--max-abs", options.max_abs, "bound on every |Q|, |K|, |V| (sets both below)")->group(limits);
+  command.add_option("--max-abs-qk", options.max_abs_qk, "bound on |Q|, |K| (ai006 1000, ai031 8)")->group(limits);
+  command.add_option("--max-abs-v", options.max_abs_v, "bound on |V| (1000)")->group(limits);
+}
+
+namespace {
+
+// Any size limit above this is refused: the reader saturates integers at 2^30, and n·m·h stays
+// far from overflowing a size_t.
+constexpr std::size_t kMaxSizeLimit = 1u << 20;
+
+bool set_size(const std::optional<std::size_t>& flag, const char* name, std::size_t& limit) {
+  if (!flag) return true;
+  if (*flag < 1 || *flag > kMaxSizeLimit) {
+    std::fprintf(stderr, "attncheck: --%s must be between 1 and %zu\n", name, kMaxSizeLimit);
+    return false;
+  }
+  limit = *flag;
+  return true;
+}
+
+// Values are bounded by 1e100 so that d products of two values and their sums stay finite
+// (1e200 · 2^20 is far below DBL_MAX ≈ 1.8e308): "finite input never yields Inf".
+bool set_bound(const std::optional<std::string>& flag, const char* name, std::string& bound) {
+  if (!flag) return true;
+  const Decimal value = parse_decimal(*flag);
+  if (value.status != DecimalStatus::ok || value.negative || compare_magnitude(value.canonical, "1" + std::string(100, '0')) > 0) {
+    std::fprintf(stderr, "attncheck: --%s must be a decimal in [0, 1e100], got '%s'\n", name, flag->c_str());
+    return false;
+  }
+  bound = value.canonical;
+  return true;
+}
+
+}  // namespace
+
+std::optional<ProblemSetup> resolve_problem(const ProblemOptions& options) {
+  const auto problem = problem_from_name(options.problem);
+  if (!problem) {
+    std::fprintf(stderr, "attncheck: unknown problem '%s' (ai006 | ai031 | general)\n", options.problem.c_str());
+    return std::nullopt;
+  }
+  Limits limits = default_limits(*problem);
+  const bool ok = set_size(options.max_n, "max-n", limits.max_n) && set_size(options.max_m, "max-m", limits.max_m) &&
+                  set_size(options.max_d, "max-d", limits.max_d) &&
+                  set_size(options.max_heads, "max-heads", limits.max_heads) &&
+                  set_size(options.max_batch, "max-batch", limits.max_batch) &&
+                  set_bound(options.max_abs, "max-abs", limits.max_abs_qk) &&
+                  set_bound(options.max_abs, "max-abs", limits.max_abs_v) &&
+                  set_bound(options.max_abs_qk, "max-abs-qk", limits.max_abs_qk) &&
+                  set_bound(options.max_abs_v, "max-abs-v", limits.max_abs_v);
+  if (!ok) return std::nullopt;
+  if (*problem != Problem::general) limits.max_m = limits.max_n;  // square problems: m = n
+  if (options.max_decimals) {
+    if (*options.max_decimals < 0 || *options.max_decimals > kMaxDecimals) {
+      std::fprintf(stderr, "attncheck: --max-decimals must be between 0 and %d\n", kMaxDecimals);
+      return std::nullopt;
+    }
+    limits.max_decimals = *options.max_decimals;
+  }
+  return ProblemSetup{*problem, limits};
+}
+
+std::optional<std::string> read_input(const std::string& path) {
+  FILE* file = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    std::fprintf(stderr, "attncheck: cannot open '%s': %s\n", path.c_str(), std::strerror(errno));
+    return std::nullopt;
+  }
+  std::string data;
+  char buffer[1 << 16];
+  std::size_t got = 0;
+  while ((got = std::fread(buffer, 1, sizeof buffer, file)) > 0) data.append(buffer, got);
+  const bool failed = std::ferror(file) != 0;
+  if (file != stdin) std::fclose(file);
+  if (failed) {
+    std::fprintf(stderr, "attncheck: cannot read '%s'\n", path.c_str());
+    return std::nullopt;
+  }
+  return data;
+}
+
+bool write_stdout(std::string_view text) {
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+    std::fprintf(stderr, "attncheck: cannot write the output: %s\n", std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace attn::cli

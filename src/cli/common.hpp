@@ -1,0 +1,53 @@
+// Pieces every subcommand shares: problem and limit flags, reading whole inputs, registration.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "problem.hpp"
+
+namespace attn::cli {
+
+/// Each subcommand registers itself with the app and leaves a function that runs it and returns
+/// the process exit status.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+using Commands = std::vector<Command>;
+
+/// --problem and the limit flags (--max-n, --max-d, --max-abs, ...), unset means "the problem's default".
+struct ProblemOptions {
+  std::string problem;
+  std::optional<std::size_t> max_n, max_m, max_d, max_heads, max_batch;
+  std::optional<int> max_decimals;
+  std::optional<std::string> max_abs, max_abs_qk, max_abs_v;
+};
+
+/// Adds --problem (required) and the limit flags to a subcommand.
+void add_problem_options(CLI::App& command, ProblemOptions& options);
+
+/// A checked problem with its limits.
+struct ProblemSetup {
+  Problem problem;
+  Limits limits;
+};
+
+/// Resolves --problem and the limits; on a bad value prints one line to stderr and returns nullopt.
+[[nodiscard]] std::optional<ProblemSetup> resolve_problem(const ProblemOptions& options);
+
+/// Whole contents of a file ("-" is stdin); on failure prints one line to stderr and returns nullopt.
+[[nodiscard]] std::optional<std::string> read_input(const std::string& path);
+
+/// Writes all of text to stdout; false (with a message) when the write fails.
+bool write_stdout(std::string_view text);
+
+/// The subcommands, each in its own file.
+void register_solve(CLI::App& app, Commands& commands);
+void register_validate(CLI::App& app, Commands& commands);
+
+}  // namespace attn::cli

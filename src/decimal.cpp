@@ -1,0 +1,123 @@
+#include "decimal.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace attn {
+namespace {
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Exponents are read with saturation: anything past this is out of range either way.
+constexpr std::int64_t kExponentSaturation = 1'000'000'000;
+
+}  // namespace
+
+Decimal parse_decimal(std::string_view token) {
+  Decimal out;
+  std::size_t i = 0;
+  if (i < token.size() && (token[i] == '+' || token[i] == '-')) {
+    out.negative = token[i] == '-';
+    ++i;
+  }
+  // Collect the mantissa digits (integer and fraction together) and where the point was.
+  std::string digits;
+  digits.reserve(token.size());
+  std::size_t integer_digits = 0;
+  while (i < token.size() && is_digit(token[i])) digits += token[i++];
+  integer_digits = digits.size();
+  if (i < token.size() && token[i] == '.') {
+    ++i;
+    while (i < token.size() && is_digit(token[i])) digits += token[i++];
+  }
+  if (digits.empty()) return out;  // "", "+", ".", "-.e5"
+  std::int64_t exponent = 0;
+  if (i < token.size() && (token[i] == 'e' || token[i] == 'E')) {
+    ++i;
+    bool exponent_negative = false;
+    if (i < token.size() && (token[i] == '+' || token[i] == '-')) exponent_negative = token[i++] == '-';
+    if (i == token.size() || !is_digit(token[i])) return out;
+    while (i < token.size() && is_digit(token[i])) {
+      exponent = std::min(exponent * 10 + (token[i++] - '0'), kExponentSaturation);
+    }
+    if (exponent_negative) exponent = -exponent;
+  }
+  if (i != token.size()) return out;
+
+  // value = 0.DIGITS x 10^point after stripping leading zeros.
+  std::int64_t point = static_cast<std::int64_t>(integer_digits) + exponent;
+  std::size_t first = digits.find_first_not_of('0');
+  if (first == std::string::npos) {
+    out.status = DecimalStatus::ok;
+    out.canonical = "0";
+    return out;
+  }
+  point -= static_cast<std::int64_t>(first);
+  std::size_t last = digits.find_last_not_of('0');
+  std::string_view significant(digits.data() + first, last - first + 1);
+  // The value lies in [10^(point-1), 10^point).
+  if (point > 308) {
+    out.status = DecimalStatus::too_large;
+    return out;
+  }
+  if (point - 1 < kMinNonzeroExponent) {
+    out.status = DecimalStatus::too_small;
+    return out;
+  }
+  std::string text = out.negative ? "-" : "";
+  const auto length = static_cast<std::int64_t>(significant.size());
+  if (point <= 0) {
+    text += "0.";
+    text.append(static_cast<std::size_t>(-point), '0');
+    text += significant;
+  } else if (point >= length) {
+    text += significant;
+    text.append(static_cast<std::size_t>(point - length), '0');
+  } else {
+    text += significant.substr(0, static_cast<std::size_t>(point));
+    text += '.';
+    text += significant.substr(static_cast<std::size_t>(point));
+  }
+  out.status = DecimalStatus::ok;
+  out.canonical = std::move(text);
+  return out;
+}
+
+bool is_strict_decimal(std::string_view token) {
+  std::size_t i = 0;
+  if (i < token.size() && token[i] == '-') ++i;
+  const std::size_t integer_start = i;
+  while (i < token.size() && is_digit(token[i])) ++i;
+  const std::size_t integer_length = i - integer_start;
+  if (integer_length == 0) return false;
+  if (integer_length > 1 && token[integer_start] == '0') return false;  // leading zero
+  bool nonzero = token.substr(integer_start, integer_length).find_first_not_of('0') != std::string_view::npos;
+  if (i < token.size() && token[i] == '.') {
+    ++i;
+    const std::size_t fraction_start = i;
+    while (i < token.size() && is_digit(token[i])) ++i;
+    if (i == fraction_start) return false;  // "1."
+    nonzero = nonzero || token.substr(fraction_start, i - fraction_start).find_first_not_of('0') !=
+                             std::string_view::npos;
+  }
+  if (i != token.size()) return false;
+  return !(token[0] == '-' && !nonzero);  // "-0", "-0.00"
+}
+
+int compare_magnitude(std::string_view a, std::string_view b) {
+  if (!a.empty() && a[0] == '-') a.remove_prefix(1);
+  if (!b.empty() && b[0] == '-') b.remove_prefix(1);
+  const std::size_t a_point = std::min(a.find('.'), a.size());
+  const std::size_t b_point = std::min(b.find('.'), b.size());
+  // Canonical integer parts have no leading zeros (except a lone "0"), so length orders them.
+  if (a_point != b_point) return a_point < b_point ? -1 : 1;
+  const int by_integer = a.substr(0, a_point).compare(b.substr(0, b_point));
+  if (by_integer != 0) return by_integer < 0 ? -1 : 1;
+  // Canonical fractions have no trailing zeros, so plain string order is numeric order.
+  const std::string_view a_fraction = a_point < a.size() ? a.substr(a_point + 1) : std::string_view{};
+  const std::string_view b_fraction = b_point < b.size() ? b.substr(b_point + 1) : std::string_view{};
+  const int by_fraction = a_fraction.compare(b_fraction);
+  return by_fraction < 0 ? -1 : (by_fraction > 0 ? 1 : 0);
+}
+
+}  // namespace attn

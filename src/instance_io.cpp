@@ -1,0 +1,341 @@
+#include "instance_io.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+
+#include "decimal.hpp"
+#include "scanner.hpp"
+
+namespace attn {
+namespace {
+
+std::string field(std::string_view matrix, std::size_t b, std::size_t batch, std::size_t r, std::size_t c) {
+  std::string name = std::string(matrix) + "[" + std::to_string(r) + "][" + std::to_string(c) + "]";
+  if (batch > 1) name += " of batch item " + std::to_string(b);
+  return name;
+}
+
+std::string limit_text(std::string_view bound) { return "|x| <= " + std::string(bound); }
+
+class Reader {
+ public:
+  Reader(std::string_view input, const Limits& limits, Strictness strictness)
+      : scanner_(input, strictness == Strictness::strict), limits_(limits), input_size_(input.size()) {}
+
+  Result<Instance> read(Problem problem);
+
+ private:
+  // Each reader consumes one token and the separator after it; false means error_ is set.
+  bool token(const std::string& what, bool end_of_line, Token& out);
+  bool integer(const std::string& name, std::size_t low, std::size_t high, bool end_of_line, std::size_t& out);
+  bool real(const std::string& name, std::string_view bound, bool end_of_line, double& value, std::string& text);
+  bool real_value(const Token& t, const std::string& name, std::string_view bound, double& value,
+                  std::string& text);
+  bool word(const std::string& name, std::initializer_list<std::string_view> choices, bool end_of_line,
+            std::string_view& out);
+  bool matrix(std::string_view name, std::size_t b, std::size_t rows, std::size_t cols, std::string_view bound,
+              Matrix& out);
+  bool mask(std::size_t b, std::size_t n, std::size_t m, std::vector<std::uint8_t>& out);
+  bool general_header(Instance& instance);
+  bool fail_at(const Token& t, std::string message);
+  bool check_divides(const Token& at, std::size_t heads, std::size_t d, const char* what);
+
+  Scanner scanner_;
+  const Limits& limits_;
+  std::size_t input_size_;
+  std::optional<ParseError> error_;
+  Token last_;                 // the token read last, for messages about it after the fact
+  std::size_t batch_count_ = 1;
+};
+
+bool Reader::token(const std::string& what, bool end_of_line, Token& out) {
+  auto next = scanner_.next();
+  if (!next) {
+    error_ = next.error();
+    return false;
+  }
+  if (!next.value()) {
+    error_ = scanner_.error_here("expected " + what + ", found end of input");
+    return false;
+  }
+  out = *next.value();
+  last_ = out;
+  if (auto bad = scanner_.separator(end_of_line)) {
+    error_ = bad;
+    return false;
+  }
+  return true;
+}
+
+bool Reader::integer(const std::string& name, std::size_t low, std::size_t high, bool end_of_line,
+                     std::size_t& out) {
+  Token t;
+  if (!token(name + " (an integer)", end_of_line, t)) return false;
+  std::string_view digits = t.text;
+  bool negative = false;
+  if (!scanner_.strict() && !digits.empty() && (digits[0] == '+' || digits[0] == '-')) {
+    negative = digits[0] == '-';
+    digits.remove_prefix(1);
+  }
+  const bool all_digits = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
+    return c >= '0' && c <= '9';
+  });
+  const bool canonical = digits.size() == 1 || (!digits.empty() && digits[0] != '0');
+  if (!all_digits || (scanner_.strict() && !canonical)) {
+    return fail_at(t, "expected an integer for " + name + ", found " + quote_token(t.text));
+  }
+  // Saturate: a 1 MB run of digits is simply "too large", never parsed into a wrapped number.
+  std::size_t value = 0;
+  for (char c : digits) value = std::min<std::size_t>(value * 10 + static_cast<std::size_t>(c - '0'), 1u << 30);
+  const bool is_zero = value == 0;
+  if ((negative && !is_zero) || value < low || value > high) {
+    return fail_at(t, name + " = " + std::string(t.text.substr(0, 40)) + " is outside " + std::to_string(low) +
+                          " <= " + name + " <= " + std::to_string(high));
+  }
+  out = value;
+  return true;
+}
+
+bool Reader::real(const std::string& name, std::string_view bound, bool end_of_line, double& value,
+                  std::string& text) {
+  Token t;
+  return token(name + " (a real number)", end_of_line, t) && real_value(t, name, bound, value, text);
+}
+
+bool Reader::real_value(const Token& t, const std::string& name, std::string_view bound, double& value,
+                        std::string& text) {
+  const Decimal decimal = parse_decimal(t.text);
+  const std::string shown = std::string(t.text.substr(0, 40)) + (t.text.size() > 40 ? "..." : "");
+  switch (decimal.status) {
+    case DecimalStatus::not_a_number:
+      return fail_at(t, "expected a real number for " + name + ", found " + quote_token(t.text));
+    case DecimalStatus::too_large: return fail_at(t, name + " = " + shown + " exceeds " + limit_text(bound));
+    case DecimalStatus::too_small:
+      return fail_at(t, name + " = " + shown + " is nonzero but below 1e-300 in magnitude (a double would underflow)");
+    case DecimalStatus::ok: break;
+  }
+  if (scanner_.strict() && !is_strict_decimal(t.text)) {
+    return fail_at(t, name + " = " + quote_token(t.text) +
+                " is not a canonical decimal (expected -?(0|[1-9][0-9]*)(.[0-9]+)?, no '-0')");
+  }
+  if (compare_magnitude(decimal.canonical, bound) > 0) return fail_at(t, name + " = " + shown + " exceeds " + limit_text(bound));
+  // Correctly rounded conversion of the exact decimal; the sign of "-0" is kept in the double.
+  const std::string& canonical = decimal.canonical;
+  std::from_chars(canonical.data(), canonical.data() + canonical.size(), value);
+  if (decimal.negative && value == 0.0) value = -0.0;
+  text = canonical;
+  return true;
+}
+
+bool Reader::word(const std::string& name, std::initializer_list<std::string_view> choices, bool end_of_line,
+                  std::string_view& out) {
+  Token t;
+  std::string list;
+  for (std::string_view c : choices) list += (list.empty() ? "" : " | ") + std::string(c);
+  if (!token(name + " (" + list + ")", end_of_line, t)) return false;
+  for (std::string_view c : choices) {
+    if (t.text == c) {
+      out = c;
+      return true;
+    }
+  }
+  return fail_at(t, "expected " + name + " " + list + ", found " + quote_token(t.text));
+}
+
+bool Reader::matrix(std::string_view name, std::size_t b, std::size_t rows, std::size_t cols,
+                    std::string_view bound, Matrix& out) {
+  out.rows = rows;
+  out.cols = cols;
+  // Reserve no more than the input could hold (each number takes at least two bytes).
+  const std::size_t count = rows * cols;
+  out.values.reserve(std::min(count, input_size_ / 2 + 1));
+  out.text.reserve(std::min(count, input_size_ / 2 + 1));
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t c = 0; c < cols; ++c) {
+      double value = 0;
+      std::string text;
+      if (!real(field(name, b, batch_count_, r, c), bound, c + 1 == cols, value, text)) return false;
+      out.values.push_back(value);
+      out.text.push_back(std::move(text));
+    }
+  }
+  return true;
+}
+
+bool Reader::mask(std::size_t b, std::size_t n, std::size_t m, std::vector<std::uint8_t>& out) {
+  out.reserve(std::min(n * m, input_size_ / 2 + 1));
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j < m; ++j) {
+      std::size_t bit = 0;
+      if (!integer(field("mask", b, batch_count_, i, j), 0, 1, j + 1 == m, bit)) return false;
+      out.push_back(static_cast<std::uint8_t>(bit));
+    }
+  }
+  return true;
+}
+
+bool Reader::check_divides(const Token& at, std::size_t heads, std::size_t d, const char* what) {
+  if (d % heads == 0) return true;
+  return fail_at(at, "h = " + std::to_string(heads) + " does not divide " + what + " = " + std::to_string(d));
+}
+
+bool Reader::fail_at(const Token& t, std::string message) {
+  error_ = ParseError{t.line, t.column, std::move(message)};
+  return false;
+}
+
+bool Reader::general_header(Instance& instance) {
+  std::size_t batch = 0;
+  std::size_t decimals = 0;
+  if (!integer("B", 1, limits_.max_batch, false, batch) || !integer("n", 1, limits_.max_n, false, instance.n) ||
+      !integer("m", 1, limits_.max_m, false, instance.m) || !integer("d_k", 1, limits_.max_d, false, instance.d_k) ||
+      !integer("d_v", 1, limits_.max_d, false, instance.d_v) ||
+      !integer("h", 1, std::min(limits_.max_heads, std::min(instance.d_k, instance.d_v)), false, instance.heads) ||
+      !check_divides(last_, instance.heads, instance.d_k, "d_k") ||
+      !check_divides(last_, instance.heads, instance.d_v, "d_v") ||
+      !integer("decimals", 0, static_cast<std::size_t>(limits_.max_decimals), true, decimals)) {
+    return false;
+  }
+  instance.decimals = static_cast<int>(decimals);
+  batch_count_ = batch;
+  instance.batch.resize(batch);
+
+  std::string_view choice;
+  if (!word("mask", {"none", "causal", "explicit"}, false, choice)) return false;
+  instance.mask = choice == "none" ? MaskKind::none : choice == "causal" ? MaskKind::causal : MaskKind::explicit_mask;
+
+  Token scale;
+  if (!token("scale (none | sqrt | a positive real)", false, scale)) return false;
+  if (scale.text == "none" || scale.text == "sqrt") {
+    instance.scale = scale.text == "none" ? ScaleKind::none : ScaleKind::sqrt_head_dim;
+  } else {
+    double value = 0;
+    if (!real_value(scale, "scale", limits_.max_abs_qk, value, instance.scale_text)) {
+      error_->message = "expected scale none | sqrt | a positive real: " + error_->message;
+      return false;
+    }
+    if (!(value > 0)) return fail_at(scale, "scale = " + instance.scale_text + " must be positive");
+    instance.scale = ScaleKind::explicit_value;
+  }
+  if (!word("form", {"qkv", "self"}, true, choice)) return false;
+  instance.self_form = choice == "self";
+  if (instance.self_form && (instance.n != instance.m || instance.d_k != instance.d_v)) {
+    return fail_at(last_, "form self needs n = m and d_k = d_v (X is Q, K and V at once)");
+  }
+  return true;
+}
+
+Result<Instance> Reader::read(Problem problem) {
+  Instance instance;
+  instance.problem = problem;
+  const Limits& L = limits_;
+  bool ok = true;
+  if (problem == Problem::general) {
+    ok = general_header(instance);
+  } else {
+    const bool multi_head = problem == Problem::ai031;
+    ok = integer("n", 1, L.max_n, false, instance.n) && integer("d", 1, L.max_d, !multi_head, instance.d_k);
+    instance.m = instance.n;
+    instance.d_v = instance.d_k;
+    instance.decimals = problem == Problem::ai006 ? 4 : 2;
+    instance.mask = multi_head ? MaskKind::explicit_mask : MaskKind::causal;
+    instance.batch.resize(1);
+    if (ok && multi_head) {
+      ok = integer("h", 1, std::min(L.max_heads, instance.d_k), true, instance.heads) &&
+           check_divides(last_, instance.heads, instance.d_k, "d");
+    }
+  }
+  for (std::size_t b = 0; ok && b < instance.batch.size(); ++b) {
+    BatchItem& item = instance.batch[b];
+    if (instance.self_form) {
+      // X is Q, K and V at once: the tighter of the two bounds applies to it.
+      const std::string& bound = compare_magnitude(L.max_abs_qk, L.max_abs_v) <= 0 ? L.max_abs_qk : L.max_abs_v;
+      ok = matrix("X", b, instance.n, instance.d_k, bound, item.Q);
+      item.K = item.Q;
+      item.V = item.Q;
+    } else {
+      ok = matrix("Q", b, instance.n, instance.d_k, L.max_abs_qk, item.Q) &&
+           matrix("K", b, instance.m, instance.d_k, L.max_abs_qk, item.K) &&
+           matrix("V", b, instance.m, instance.d_v, L.max_abs_v, item.V);
+    }
+    if (ok && instance.mask == MaskKind::explicit_mask) ok = mask(b, instance.n, instance.m, item.mask);
+  }
+  if (!ok) return *error_;
+  if (auto trailing = scanner_.finish()) return *trailing;
+  return instance;
+}
+
+}  // namespace
+
+Result<Instance> read_instance(std::string_view input, Problem problem, const Limits& limits,
+                               Strictness strictness) {
+  return Reader(input, limits, strictness).read(problem);
+}
+
+namespace {
+
+void append_matrix(std::string& out, const Matrix& matrix) {
+  for (std::size_t r = 0; r < matrix.rows; ++r) {
+    for (std::size_t c = 0; c < matrix.cols; ++c) {
+      out += matrix.text_at(r, c);
+      out += c + 1 == matrix.cols ? '\n' : ' ';
+    }
+  }
+}
+
+void append_mask(std::string& out, const std::vector<std::uint8_t>& mask, std::size_t n, std::size_t m) {
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j < m; ++j) {
+      out += mask[i * m + j] ? '1' : '0';
+      out += j + 1 == m ? '\n' : ' ';
+    }
+  }
+}
+
+}  // namespace
+
+std::string write_instance(const Instance& instance) {
+  std::string out;
+  auto number = [&](std::size_t value, char after) {
+    out += std::to_string(value);
+    out += after;
+  };
+  switch (instance.problem) {
+    case Problem::ai006:
+      number(instance.n, ' ');
+      number(instance.d_k, '\n');
+      break;
+    case Problem::ai031:
+      number(instance.n, ' ');
+      number(instance.d_k, ' ');
+      number(instance.heads, '\n');
+      break;
+    case Problem::general: {
+      number(instance.batch.size(), ' ');
+      number(instance.n, ' ');
+      number(instance.m, ' ');
+      number(instance.d_k, ' ');
+      number(instance.d_v, ' ');
+      number(instance.heads, ' ');
+      number(static_cast<std::size_t>(instance.decimals), '\n');
+      out += instance.mask == MaskKind::none ? "none " : instance.mask == MaskKind::causal ? "causal " : "explicit ";
+      out += instance.scale == ScaleKind::none            ? "none"
+             : instance.scale == ScaleKind::sqrt_head_dim ? "sqrt"
+                                                          : instance.scale_text;
+      out += instance.self_form ? " self\n" : " qkv\n";
+      break;
+    }
+  }
+  for (const BatchItem& item : instance.batch) {
+    append_matrix(out, item.Q);
+    if (!instance.self_form) {
+      append_matrix(out, item.K);
+      append_matrix(out, item.V);
+    }
+    if (instance.mask == MaskKind::explicit_mask) append_mask(out, item.mask, instance.n, instance.m);
+  }
+  return out;
+}
+
+}  // namespace attn

@@ -1,0 +1,34 @@
+#include "solve.hpp"
+
+#include <span>
+
+#include "attention.hpp"
+#include "format.hpp"
+
+namespace attn {
+
+Solution solve(const Instance& instance, bool with_weights) {
+  const AttentionShape shape{instance.n, instance.m, instance.d_k, instance.d_v, instance.heads};
+  Solution solution;
+  solution.rows = instance.batch.size() * instance.n;
+  solution.cols = instance.d_v;
+  solution.values.resize(solution.rows * solution.cols);
+  const std::size_t weights_per_item = instance.heads * instance.n * instance.m;
+  if (with_weights) solution.weights.resize(instance.batch.size() * weights_per_item);
+  const double divisor = instance.scale_divisor();
+  for (std::size_t b = 0; b < instance.batch.size(); ++b) {
+    const BatchItem& item = instance.batch[b];
+    std::span<double> out(solution.values.data() + b * instance.n * instance.d_v, instance.n * instance.d_v);
+    std::span<double> weights;
+    if (with_weights) weights = std::span<double>(solution.weights.data() + b * weights_per_item, weights_per_item);
+    masked_multihead_attention(shape, item.Q.values, item.K.values, item.V.values, {instance.mask, item.mask},
+                               divisor, out, weights);
+  }
+  return solution;
+}
+
+std::string format_solution(const Instance& instance, const Solution& solution) {
+  return format_rows(solution.values, solution.cols, instance.decimals);
+}
+
+}  // namespace attn
