@@ -49,7 +49,7 @@ Decimal parse_decimal(std::string_view token) {
   std::size_t first = digits.find_first_not_of('0');
   if (first == std::string::npos) {
     out.status = DecimalStatus::ok;
-    out.canonical = "0";
+    out.canonical.assign(1, '0');  // not = "0": GCC 12 raises a false -Wrestrict (PR105329)
     return out;
   }
   point -= static_cast<std::int64_t>(first);
