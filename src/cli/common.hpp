@@ -49,5 +49,6 @@ bool write_stdout(std::string_view text);
 /// The subcommands, each in its own file.
 void register_solve(CLI::App& app, Commands& commands);
 void register_validate(CLI::App& app, Commands& commands);
+void register_verify(CLI::App& app, Commands& commands);
 
 }  // namespace attn::cli

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   Commands commands;
   register_solve(app, commands);
   register_validate(app, commands);
+  register_verify(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
