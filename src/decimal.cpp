@@ -21,14 +21,16 @@ Decimal parse_decimal(std::string_view token) {
     ++i;
   }
   // Collect the mantissa digits (integer and fraction together) and where the point was.
-  std::string digits;
-  digits.reserve(token.size());
-  std::size_t integer_digits = 0;
-  while (i < token.size() && is_digit(token[i])) digits += token[i++];
-  integer_digits = digits.size();
+  auto digit_run = [&] {
+    const std::size_t start = i;
+    while (i < token.size() && is_digit(token[i])) ++i;
+    return token.substr(start, i - start);
+  };
+  std::string digits(digit_run());
+  const std::size_t integer_digits = digits.size();
   if (i < token.size() && token[i] == '.') {
     ++i;
-    while (i < token.size() && is_digit(token[i])) digits += token[i++];
+    digits += digit_run();
   }
   if (digits.empty()) return out;  // "", "+", ".", "-.e5"
   std::int64_t exponent = 0;
@@ -46,14 +48,17 @@ Decimal parse_decimal(std::string_view token) {
 
   // value = 0.DIGITS x 10^point after stripping leading zeros.
   std::int64_t point = static_cast<std::int64_t>(integer_digits) + exponent;
-  std::size_t first = digits.find_first_not_of('0');
-  if (first == std::string::npos) {
+  // Plain loops: find_first_not_of calls memchr once per character.
+  std::size_t first = 0;
+  while (first < digits.size() && digits[first] == '0') ++first;
+  if (first == digits.size()) {
     out.status = DecimalStatus::ok;
     out.canonical.assign(1, '0');  // not = "0": GCC 12 raises a false -Wrestrict (PR105329)
     return out;
   }
   point -= static_cast<std::int64_t>(first);
-  std::size_t last = digits.find_last_not_of('0');
+  std::size_t last = digits.size() - 1;
+  while (digits[last] == '0') --last;
   std::string_view significant(digits.data() + first, last - first + 1);
   // The value lies in [10^(point-1), 10^point).
   if (point > 308) {

@@ -10,11 +10,24 @@
 namespace attn {
 namespace {
 
-std::string field(std::string_view matrix, std::size_t b, std::size_t batch, std::size_t r, std::size_t c) {
-  std::string name = std::string(matrix) + "[" + std::to_string(r) + "][" + std::to_string(c) + "]";
-  if (batch > 1) name += " of batch item " + std::to_string(b);
-  return name;
-}
+// The name of what is being read: a header ("n") or a matrix element ("K[2][0]"). Only spelled
+// out when an error needs it; building names eagerly cost more than parsing the numbers.
+struct Field {
+  Field(const char* header) : name(header) {}  // NOLINT: implicit, headers are plain names
+  Field(std::string_view matrix, std::size_t item, std::size_t items, std::size_t row, std::size_t col)
+      : name(matrix), element(true), item(item), items(items), row(row), col(col) {}
+
+  [[nodiscard]] std::string str() const {
+    if (!element) return std::string(name);
+    std::string text = std::string(name) + "[" + std::to_string(row) + "][" + std::to_string(col) + "]";
+    if (items > 1) text += " of batch item " + std::to_string(item);
+    return text;
+  }
+
+  std::string_view name;
+  bool element = false;
+  std::size_t item = 0, items = 1, row = 0, col = 0;
+};
 
 std::string limit_text(std::string_view bound) { return "|x| <= " + std::string(bound); }
 
@@ -27,12 +40,12 @@ class Reader {
 
  private:
   // Each reader consumes one token and the separator after it; false means error_ is set.
-  bool token(const std::string& what, bool end_of_line, Token& out);
-  bool integer(const std::string& name, std::size_t low, std::size_t high, bool end_of_line, std::size_t& out);
-  bool real(const std::string& name, std::string_view bound, bool end_of_line, double& value, std::string& text);
-  bool real_value(const Token& t, const std::string& name, std::string_view bound, double& value,
+  bool token(const Field& name, std::string_view kind, bool end_of_line, Token& out);
+  bool integer(const Field& name, std::size_t low, std::size_t high, bool end_of_line, std::size_t& out);
+  bool real(const Field& name, std::string_view bound, bool end_of_line, double& value, std::string& text);
+  bool real_value(const Token& t, const Field& name, std::string_view bound, double& value,
                   std::string& text);
-  bool word(const std::string& name, std::initializer_list<std::string_view> choices, bool end_of_line,
+  bool word(const Field& name, std::initializer_list<std::string_view> choices, bool end_of_line,
             std::string_view& out);
   bool matrix(std::string_view name, std::size_t b, std::size_t rows, std::size_t cols, std::string_view bound,
               Matrix& out);
@@ -49,14 +62,14 @@ class Reader {
   std::size_t batch_count_ = 1;
 };
 
-bool Reader::token(const std::string& what, bool end_of_line, Token& out) {
+bool Reader::token(const Field& name, std::string_view kind, bool end_of_line, Token& out) {
   auto next = scanner_.next();
   if (!next) {
     error_ = next.error();
     return false;
   }
   if (!next.value()) {
-    error_ = scanner_.error_here("expected " + what + ", found end of input");
+    error_ = scanner_.error_here("expected " + name.str() + " (" + std::string(kind) + "), found end of input");
     return false;
   }
   out = *next.value();
@@ -68,10 +81,10 @@ bool Reader::token(const std::string& what, bool end_of_line, Token& out) {
   return true;
 }
 
-bool Reader::integer(const std::string& name, std::size_t low, std::size_t high, bool end_of_line,
+bool Reader::integer(const Field& name, std::size_t low, std::size_t high, bool end_of_line,
                      std::size_t& out) {
   Token t;
-  if (!token(name + " (an integer)", end_of_line, t)) return false;
+  if (!token(name, "an integer", end_of_line, t)) return false;
   std::string_view digits = t.text;
   bool negative = false;
   if (!scanner_.strict() && !digits.empty() && (digits[0] == '+' || digits[0] == '-')) {
@@ -83,43 +96,43 @@ bool Reader::integer(const std::string& name, std::size_t low, std::size_t high,
   });
   const bool canonical = digits.size() == 1 || (!digits.empty() && digits[0] != '0');
   if (!all_digits || (scanner_.strict() && !canonical)) {
-    return fail_at(t, "expected an integer for " + name + ", found " + quote_token(t.text));
+    return fail_at(t, "expected an integer for " + name.str() + ", found " + quote_token(t.text));
   }
   // Saturate: a 1 MB run of digits is simply "too large", never parsed into a wrapped number.
   std::size_t value = 0;
   for (char c : digits) value = std::min<std::size_t>(value * 10 + static_cast<std::size_t>(c - '0'), 1u << 30);
   const bool is_zero = value == 0;
   if ((negative && !is_zero) || value < low || value > high) {
-    return fail_at(t, name + " = " + std::string(t.text.substr(0, 40)) + " is outside " + std::to_string(low) +
-                          " <= " + name + " <= " + std::to_string(high));
+    return fail_at(t, name.str() + " = " + std::string(t.text.substr(0, 40)) + " is outside " + std::to_string(low) +
+                          " <= " + name.str() + " <= " + std::to_string(high));
   }
   out = value;
   return true;
 }
 
-bool Reader::real(const std::string& name, std::string_view bound, bool end_of_line, double& value,
+bool Reader::real(const Field& name, std::string_view bound, bool end_of_line, double& value,
                   std::string& text) {
   Token t;
-  return token(name + " (a real number)", end_of_line, t) && real_value(t, name, bound, value, text);
+  return token(name, "a real number", end_of_line, t) && real_value(t, name, bound, value, text);
 }
 
-bool Reader::real_value(const Token& t, const std::string& name, std::string_view bound, double& value,
+bool Reader::real_value(const Token& t, const Field& name, std::string_view bound, double& value,
                         std::string& text) {
   const Decimal decimal = parse_decimal(t.text);
-  const std::string shown = std::string(t.text.substr(0, 40)) + (t.text.size() > 40 ? "..." : "");
+  auto shown = [&] { return std::string(t.text.substr(0, 40)) + (t.text.size() > 40 ? "..." : ""); };
   switch (decimal.status) {
     case DecimalStatus::not_a_number:
-      return fail_at(t, "expected a real number for " + name + ", found " + quote_token(t.text));
-    case DecimalStatus::too_large: return fail_at(t, name + " = " + shown + " exceeds " + limit_text(bound));
+      return fail_at(t, "expected a real number for " + name.str() + ", found " + quote_token(t.text));
+    case DecimalStatus::too_large: return fail_at(t, name.str() + " = " + shown() + " exceeds " + limit_text(bound));
     case DecimalStatus::too_small:
-      return fail_at(t, name + " = " + shown + " is nonzero but below 1e-300 in magnitude (a double would underflow)");
+      return fail_at(t, name.str() + " = " + shown() + " is nonzero but below 1e-300 in magnitude (a double would underflow)");
     case DecimalStatus::ok: break;
   }
   if (scanner_.strict() && !is_strict_decimal(t.text)) {
-    return fail_at(t, name + " = " + quote_token(t.text) +
+    return fail_at(t, name.str() + " = " + quote_token(t.text) +
                 " is not a canonical decimal (expected -?(0|[1-9][0-9]*)(.[0-9]+)?, no '-0')");
   }
-  if (compare_magnitude(decimal.canonical, bound) > 0) return fail_at(t, name + " = " + shown + " exceeds " + limit_text(bound));
+  if (compare_magnitude(decimal.canonical, bound) > 0) return fail_at(t, name.str() + " = " + shown() + " exceeds " + limit_text(bound));
   // Correctly rounded conversion of the exact decimal; the sign of "-0" is kept in the double.
   const std::string& canonical = decimal.canonical;
   std::from_chars(canonical.data(), canonical.data() + canonical.size(), value);
@@ -128,19 +141,19 @@ bool Reader::real_value(const Token& t, const std::string& name, std::string_vie
   return true;
 }
 
-bool Reader::word(const std::string& name, std::initializer_list<std::string_view> choices, bool end_of_line,
+bool Reader::word(const Field& name, std::initializer_list<std::string_view> choices, bool end_of_line,
                   std::string_view& out) {
   Token t;
   std::string list;
   for (std::string_view c : choices) list += (list.empty() ? "" : " | ") + std::string(c);
-  if (!token(name + " (" + list + ")", end_of_line, t)) return false;
+  if (!token(name, list, end_of_line, t)) return false;
   for (std::string_view c : choices) {
     if (t.text == c) {
       out = c;
       return true;
     }
   }
-  return fail_at(t, "expected " + name + " " + list + ", found " + quote_token(t.text));
+  return fail_at(t, "expected " + name.str() + " " + list + ", found " + quote_token(t.text));
 }
 
 bool Reader::matrix(std::string_view name, std::size_t b, std::size_t rows, std::size_t cols,
@@ -155,7 +168,7 @@ bool Reader::matrix(std::string_view name, std::size_t b, std::size_t rows, std:
     for (std::size_t c = 0; c < cols; ++c) {
       double value = 0;
       std::string text;
-      if (!real(field(name, b, batch_count_, r, c), bound, c + 1 == cols, value, text)) return false;
+      if (!real(Field(name, b, batch_count_, r, c), bound, c + 1 == cols, value, text)) return false;
       out.values.push_back(value);
       out.text.push_back(std::move(text));
     }
@@ -168,7 +181,7 @@ bool Reader::mask(std::size_t b, std::size_t n, std::size_t m, std::vector<std::
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t j = 0; j < m; ++j) {
       std::size_t bit = 0;
-      if (!integer(field("mask", b, batch_count_, i, j), 0, 1, j + 1 == m, bit)) return false;
+      if (!integer(Field("mask", b, batch_count_, i, j), 0, 1, j + 1 == m, bit)) return false;
       out.push_back(static_cast<std::uint8_t>(bit));
     }
   }
@@ -206,7 +219,7 @@ bool Reader::general_header(Instance& instance) {
   instance.mask = choice == "none" ? MaskKind::none : choice == "causal" ? MaskKind::causal : MaskKind::explicit_mask;
 
   Token scale;
-  if (!token("scale (none | sqrt | a positive real)", false, scale)) return false;
+  if (!token("scale", "none | sqrt | a positive real", false, scale)) return false;
   if (scale.text == "none" || scale.text == "sqrt") {
     instance.scale = scale.text == "none" ? ScaleKind::none : ScaleKind::sqrt_head_dim;
   } else {
