@@ -50,5 +50,8 @@ bool write_stdout(std::string_view text);
 void register_solve(CLI::App& app, Commands& commands);
 void register_validate(CLI::App& app, Commands& commands);
 void register_verify(CLI::App& app, Commands& commands);
+void register_oracle(CLI::App& app, Commands& commands);
+void register_check(CLI::App& app, Commands& commands);
+void register_certify(CLI::App& app, Commands& commands);
 
 }  // namespace attn::cli

@@ -14,6 +14,9 @@ int main(int argc, char** argv) {
   register_solve(app, commands);
   register_validate(app, commands);
   register_verify(app, commands);
+  register_oracle(app, commands);
+  register_check(app, commands);
+  register_certify(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -1,0 +1,8 @@
+// The lenient general reader, what `attncheck solve --problem general` reads. Properties: see
+// check_lenient_reader (round trip through write_instance, positioned errors, finite output).
+#include "reader_properties.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  attn::fuzz::check_lenient_reader(data, size, attn::Problem::general);
+  return 0;
+}

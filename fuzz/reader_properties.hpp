@@ -1,0 +1,42 @@
+// The lenient reader's properties, shared by reader_ai006, reader_ai031 and reader_general.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "fuzz_check.hpp"
+#include "instance_io.hpp"
+#include "solve.hpp"
+
+namespace attn::fuzz {
+
+/// Reads input leniently at the CLI's default limits for problem and checks:
+/// rejected -> the error is positioned inside the input (require_positioned);
+/// accepted -> write_instance gives strict-valid text that reads back (strictly and leniently) to
+/// the same Instance, writing is idempotent, and solving gives finite values (DESIGN.md: inside
+/// the limits a finite input never yields NaN or Inf).
+inline void check_lenient_reader(const std::uint8_t* data, std::size_t size, Problem problem) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  const Limits limits = default_limits(problem);
+  const Result<Instance> read = read_instance(input, problem, limits, Strictness::lenient);
+  if (!read) {
+    require_positioned(read.error(), input);
+    return;
+  }
+  const Instance& instance = read.value();
+  const std::string text = write_instance(instance);
+  const Result<Instance> strict = read_instance(text, problem, limits, Strictness::strict);
+  if (!strict) property_failed("write_instance output is strict-valid", strict.error().to_string() + "\n" + text);
+  require(strict.value() == instance, "strict re-read of write_instance gives the same instance", text);
+  const Result<Instance> lenient = read_instance(text, problem, limits, Strictness::lenient);
+  require(lenient.ok() && lenient.value() == instance, "lenient re-read gives the same instance", text);
+  require(write_instance(strict.value()) == text, "write_instance is idempotent", text);
+
+  const Solution solution = solve(instance);
+  for (double value : solution.values) require(std::isfinite(value), "accepted input gives finite output", text);
+}
+
+}  // namespace attn::fuzz

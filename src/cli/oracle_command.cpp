@@ -1,0 +1,231 @@
+// attncheck oracle / check / certify: the certified oracle's answer, the checker (testlib and
+// Kattis/DOMjudge conventions), and certification of a directory of judge answers.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "checker.hpp"
+#include "common.hpp"
+#include "instance_io.hpp"
+#include "oracle.hpp"
+
+namespace attn::cli {
+namespace {
+
+using verify::Certificate;
+using verify::Verdict;
+using verify::VerdictKind;
+
+// The exact value of one cell to `significant` digits (Ziv on the block that holds it).
+std::string exact_value_text(const verify::ExactInstance& exact, std::size_t row, std::size_t col, int significant) {
+  const Instance& instance = *exact.instance;
+  const std::size_t head_v = instance.d_v / instance.heads;
+  const verify::ExactBlock block = verify::exact_block(exact, row / instance.n, row % instance.n, col / head_v);
+  const verify::SignificantDigits digits = verify::exact_digits(exact, block, col % head_v, significant);
+  return digits.text + (digits.resolved ? "" : " (unresolved)");
+}
+
+// Every significant-digit value, rows of single-space-separated values.
+std::string digits_text(const Instance& instance, int significant) {
+  const verify::ExactInstance exact = verify::make_exact(instance);
+  const std::size_t head_v = instance.d_v / instance.heads;
+  std::string out;
+  for (std::size_t b = 0; b < instance.batch.size(); ++b) {
+    for (std::size_t i = 0; i < instance.n; ++i) {
+      for (std::size_t g = 0; g < instance.heads; ++g) {
+        const verify::ExactBlock block = verify::exact_block(exact, b, i, g);
+        for (std::size_t c = 0; c < head_v; ++c) {
+          out += verify::exact_digits(exact, block, c, significant).text;
+          out += g + 1 == instance.heads && c + 1 == head_v ? '\n' : ' ';
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// One stderr line per ambiguous cell: where, the exact value to 25 digits, δ, what is accepted.
+void report_ambiguous(const Instance& instance, const Certificate& certificate) {
+  const verify::ExactInstance exact = verify::make_exact(instance);
+  for (std::size_t index = 0; index < certificate.cells.size(); ++index) {
+    const verify::CellCertificate& cell = certificate.cells[index];
+    if (!cell.ambiguous) continue;
+    const std::size_t row = index / certificate.cols, col = index % certificate.cols;
+    // Usually exactly two strings; with a band wider than half a unit, the whole range.
+    const bool two = (cell.lowest == cell.canonical && cell.highest == cell.alternative) ||
+                     (cell.lowest == cell.alternative && cell.highest == cell.canonical);
+    const std::string accepted = two ? cell.canonical + " or " + cell.alternative : cell.lowest + " .. " + cell.highest;
+    const std::string kind = cell.unresolved  ? " (tie or closer than 2^-" + std::to_string(verify::OracleOptions{}.max_bits) + ")"
+                             : cell.exact_tie ? " (exact tie)"
+                                              : "";
+    std::fprintf(stderr, "ambiguous: row %zu, column %zu: exact %s, band %.3g%s: accepts %s\n", row + 1, col + 1,
+                 exact_value_text(exact, row, col, 25).c_str(), cell.band, kind.c_str(), accepted.c_str());
+  }
+}
+
+// Reads and parses an input file; on failure prints one line and returns nothing.
+std::optional<Instance> load_instance(const std::string& path, const ProblemSetup& setup, Strictness strictness) {
+  const auto text = read_input(path);
+  if (!text) return std::nullopt;
+  auto instance = read_instance(*text, setup.problem, setup.limits, strictness);
+  if (!instance) {
+    std::fprintf(stderr, "attncheck: %s: %s\n", path.c_str(), instance.error().to_string().c_str());
+    return std::nullopt;
+  }
+  return std::move(instance).value();
+}
+
+// "; the answer file differs: ..." when an answer file is given and is not accepted.
+std::string answer_file_note(const Certificate& certificate, const std::optional<std::string>& answer) {
+  if (!answer) return "";
+  const Verdict verdict = verify::check_output(certificate, *answer);
+  if (verdict.kind == VerdictKind::ok || verdict.kind == VerdictKind::acceptable) return "";
+  return " [note: the answer file is not accepted either: " + verdict.message + "]";
+}
+
+int run_check(const ProblemOptions& options, const std::vector<std::string>& files, bool kattis) {
+  // testlib: 0 OK, 1 WA, 2 PE, 3 FAIL. Kattis/DOMjudge: 42 accepted, 43 wrong; anything else is a
+  // judge error, so FAIL keeps 3 there too.
+  constexpr int kFail = 3;
+  const auto setup = resolve_problem(options);
+  if (!setup) return kFail;
+  if (kattis ? files.size() != 3 : (files.size() < 2 || files.size() > 3)) {
+    std::fprintf(stderr, "attncheck: check needs IN OUT [ANS], or --kattis IN ANS FEEDBACK_DIR < OUT\n");
+    return kFail;
+  }
+  const auto instance = load_instance(files[0], *setup, Strictness::lenient);
+  if (!instance) return kFail;
+  const auto output = read_input(kattis ? "-" : files[1]);
+  if (!output) return kFail;
+  std::optional<std::string> answer;
+  const std::string answer_path = kattis ? files[1] : files.size() == 3 ? files[2] : "";
+  if (!answer_path.empty()) {
+    answer = read_input(answer_path);
+    if (!answer) return kFail;
+  }
+  const Certificate certificate = verify::certify(*instance);
+  const Verdict verdict = verify::check_output(certificate, *output);
+  const std::string line = std::string(verify::verdict_name(verdict.kind)) + ": " + verdict.message +
+                           answer_file_note(certificate, answer);
+  const bool accepted = verdict.kind == VerdictKind::ok || verdict.kind == VerdictKind::acceptable;
+  if (!kattis) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    return accepted ? 0 : verdict.kind == VerdictKind::wrong_answer ? 1 : 2;
+  }
+  std::ofstream(std::filesystem::path(files[2]) / "judgemessage.txt") << line << '\n';
+  return accepted ? 42 : 43;
+}
+
+// certify: one line per X.in; returns false when the file is wrong or invalid.
+bool certify_file(const std::filesystem::path& input, const ProblemSetup& setup, std::size_t& ambiguous_files) {
+  const std::string name = input.filename().string();
+  std::filesystem::path answer_path = input;
+  answer_path.replace_extension(".ans");
+  if (!std::filesystem::exists(answer_path)) answer_path.replace_extension(".out");
+  if (!std::filesystem::exists(answer_path)) {
+    std::printf("%s: skipped (no .ans or .out beside it)\n", name.c_str());
+    return true;
+  }
+  const auto instance = load_instance(input.string(), setup, Strictness::strict);
+  const auto answer = read_input(answer_path.string());
+  if (!instance || !answer) {
+    std::printf("%s: invalid input\n", name.c_str());
+    return false;
+  }
+  const Certificate certificate = verify::certify(*instance);
+  const Verdict verdict = verify::check_output(certificate, *answer);
+  const std::string answer_name = answer_path.filename().string();
+  if (verdict.kind == VerdictKind::wrong_answer || verdict.kind == VerdictKind::presentation_error) {
+    std::printf("%s: wrong: %s\n", answer_name.c_str(), verdict.message.c_str());
+    return false;
+  }
+  std::string cells;
+  for (std::size_t index = 0; index < certificate.cells.size(); ++index) {
+    if (!certificate.cells[index].ambiguous) continue;
+    cells += cells.empty() ? " " : ", ";
+    cells += "r" + std::to_string(index / certificate.cols + 1) + "c" + std::to_string(index % certificate.cols + 1);
+  }
+  if (cells.empty()) {
+    std::printf("%s: certified\n", answer_name.c_str());
+  } else {
+    ++ambiguous_files;
+    std::printf("%s: certified with ambiguous cells%s%s\n", answer_name.c_str(), cells.c_str(),
+                verdict.kind == VerdictKind::acceptable ? (" (" + verdict.message + ")").c_str() : "");
+  }
+  return true;
+}
+
+}  // namespace
+
+void register_oracle(CLI::App& app, Commands& commands) {
+  auto options = std::make_shared<ProblemOptions>();
+  auto input = std::make_shared<std::string>("-");
+  auto digits = std::make_shared<int>(0);
+  auto* command = app.add_subcommand("oracle", "The certified exact answer (stdin -> stdout), ambiguous cells on stderr");
+  add_problem_options(*command, *options);
+  command->add_option("input", *input, "input file (default: stdin)");
+  command->add_option("--digits", *digits, "print N significant digits of the exact values instead")
+      ->check(CLI::Range(1, 1000));
+  command->footer("Prints the exact value of every output correctly rounded to the problem's decimals (ties to\n"
+                  "even, no '-0'). Each cell that a correct double implementation may round either way is listed\n"
+                  "on stderr with its exact value to 25 digits, its band and both acceptable strings.\n");
+  commands.push_back({command, [options, input, digits]() -> int {
+                        const auto setup = resolve_problem(*options);
+                        if (!setup) return 1;
+                        const auto instance = load_instance(*input, *setup, Strictness::lenient);
+                        if (!instance) return 1;
+                        if (*digits > 0) return write_stdout(digits_text(*instance, *digits)) ? 0 : 1;
+                        const Certificate certificate = verify::certify(*instance);
+                        report_ambiguous(*instance, certificate);
+                        return write_stdout(verify::canonical_text(certificate)) ? 0 : 1;
+                      }});
+}
+
+void register_check(CLI::App& app, Commands& commands) {
+  auto options = std::make_shared<ProblemOptions>();
+  auto files = std::make_shared<std::vector<std::string>>();
+  auto kattis = std::make_shared<bool>(false);
+  auto* command = app.add_subcommand("check", "Judge an output against the oracle (testlib or Kattis conventions)");
+  add_problem_options(*command, *options);
+  command->add_option("files", *files, "IN OUT [ANS]  (with --kattis: IN ANS FEEDBACK_DIR, output on stdin)")
+      ->required();
+  command->add_flag("--kattis", *kattis, "Kattis/DOMjudge output validator: exit 42 accepted, 43 wrong");
+  command->footer("testlib: exit 0 OK, 1 WA, 2 PE, 3 FAIL (bad input), one line on stderr.\n"
+                  "Kattis: exit 42 / 43, the reason in FEEDBACK_DIR/judgemessage.txt.\n"
+                  "The truth comes from IN through the oracle; ANS is only compared to report a wrong answer file.\n");
+  commands.push_back({command, [options, files, kattis]() -> int { return run_check(*options, *files, *kattis); }});
+}
+
+void register_certify(CLI::App& app, Commands& commands) {
+  auto options = std::make_shared<ProblemOptions>();
+  auto directory = std::make_shared<std::string>();
+  auto* command = app.add_subcommand("certify", "Certify every X.in / X.ans (or X.out) pair in a directory");
+  add_problem_options(*command, *options);
+  command->add_option("directory", *directory, "directory of judge tests")->required();
+  command->footer("Each input is validated strictly and its answer checked against the oracle. Exit 1 if any\n"
+                  "input is invalid or any answer wrong.\n");
+  commands.push_back({command, [options, directory]() -> int {
+                        const auto setup = resolve_problem(*options);
+                        if (!setup) return 1;
+                        std::error_code error;
+                        std::vector<std::filesystem::path> inputs;
+                        for (const auto& entry : std::filesystem::directory_iterator(*directory, error)) {
+                          if (entry.path().extension() == ".in") inputs.push_back(entry.path());
+                        }
+                        if (error) {
+                          std::fprintf(stderr, "attncheck: cannot list '%s': %s\n", directory->c_str(),
+                                       error.message().c_str());
+                          return 1;
+                        }
+                        std::sort(inputs.begin(), inputs.end());
+                        std::size_t failed = 0, ambiguous = 0;
+                        for (const auto& input : inputs) failed += certify_file(input, *setup, ambiguous) ? 0 : 1;
+                        std::printf("%zu inputs: %zu certified (%zu with ambiguous cells), %zu wrong or invalid\n",
+                                    inputs.size(), inputs.size() - failed, ambiguous, failed);
+                        return failed == 0 ? 0 : 1;
+                      }});
+}
+
+}  // namespace attn::cli

@@ -1,0 +1,206 @@
+#include "flash_attention.hpp"
+
+// Vector types cross no ABI boundary in this file: every function taking or returning one is
+// always_inline into a target-specific entry, so the psABI notes about passing them do not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#include <atomic>
+#include <cfloat>
+#include <cmath>
+#include <initializer_list>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "flash_attention_simd.hpp"
+
+namespace attn {
+namespace {
+
+using flash_detail::Core;
+using flash_detail::Job;
+using flash_detail::Scratch;
+
+// ---- Runtime dispatch. Each entry inlines the generic Core under its own target attribute, so
+// one binary carries SSE2 (x86-64 baseline), AVX2+FMA and AVX-512F code and picks at run time.
+template <class T> using ItemFunction = void (*)(const Job<T>&, std::size_t, Scratch<T>&);
+template <class T> using ExpFunction = void (*)(const T*, T*, std::size_t);
+
+template <class T> void item_baseline(const Job<T>& j, std::size_t i, Scratch<T>& s) { Core<T, 16 / sizeof(T)>::run_item(j, i, s); }
+template <class T> [[gnu::target("avx2,fma")]] void item_avx2(const Job<T>& j, std::size_t i, Scratch<T>& s) { Core<T, 32 / sizeof(T)>::run_item(j, i, s); }
+template <class T> [[gnu::target("avx512f")]] void item_avx512(const Job<T>& j, std::size_t i, Scratch<T>& s) { Core<T, 64 / sizeof(T)>::run_item(j, i, s); }
+template <class T> void exp_baseline(const T* x, T* o, std::size_t n) { Core<T, 16 / sizeof(T)>::exp_span(x, o, n); }
+template <class T> [[gnu::target("avx2,fma")]] void exp_avx2(const T* x, T* o, std::size_t n) { Core<T, 32 / sizeof(T)>::exp_span(x, o, n); }
+template <class T> [[gnu::target("avx512f")]] void exp_avx512(const T* x, T* o, std::size_t n) { Core<T, 64 / sizeof(T)>::exp_span(x, o, n); }
+
+SimdLevel resolve(SimdLevel level) { return level == SimdLevel::automatic ? best_simd_level() : level; }
+
+std::size_t vector_bytes(SimdLevel level) {
+  return level == SimdLevel::avx512 ? 64 : level == SimdLevel::avx2 ? 32 : 16;
+}
+
+// Multiplies sizes, false on overflow: span sizes are checked without trusting the shape.
+bool product(std::initializer_list<std::size_t> factors, std::size_t& result) {
+  result = 1;
+  for (std::size_t f : factors)
+    if (__builtin_mul_overflow(result, f, &result)) return false;
+  return true;
+}
+
+bool holds(std::size_t size, std::initializer_list<std::size_t> factors) {
+  std::size_t expected = 0;
+  return product(factors, expected) && size == expected;
+}
+
+template <class T>
+FlashStatus check(const FlashShape& sh, std::size_t q, std::size_t k, std::size_t v, std::size_t out,
+                  const FlashOptions& opt) {
+  if (!holds(q, {sh.batch, sh.heads, sh.n, sh.head_dim_k}) || !holds(k, {sh.batch, sh.heads, sh.m, sh.head_dim_k}) ||
+      !holds(v, {sh.batch, sh.heads, sh.m, sh.head_dim_v}) || !holds(out, {sh.batch, sh.heads, sh.n, sh.head_dim_v}))
+    return FlashStatus::size_mismatch;
+  if (opt.mask == MaskKind::explicit_mask && !holds(opt.mask_bits.size(), {sh.n, sh.m}) &&
+      !holds(opt.mask_bits.size(), {sh.batch, sh.n, sh.m}))
+    return FlashStatus::mask_size_mismatch;
+  if (!opt.key_lengths.empty() &&
+      (opt.key_lengths.size() != sh.batch ||
+       std::any_of(opt.key_lengths.begin(), opt.key_lengths.end(), [&](std::size_t l) { return l > sh.m; })))
+    return FlashStatus::bad_key_lengths;
+  if (!(std::isfinite(opt.scale_divisor) && opt.scale_divisor > 0)) return FlashStatus::bad_scale_divisor;
+  if (opt.query_tile == 0 || opt.key_tile == 0) return FlashStatus::bad_tile;
+  if (!simd_level_supported(opt.simd)) return FlashStatus::simd_unsupported;
+  return FlashStatus::ok;
+}
+
+template <class T>
+FlashStatus run(const FlashShape& sh, std::span<const T> Q, std::span<const T> K, std::span<const T> V,
+                std::span<T> out, const FlashOptions& opt) {
+  if (const FlashStatus status = check<T>(sh, Q.size(), K.size(), V.size(), out.size(), opt); status != FlashStatus::ok)
+    return status;
+  const SimdLevel level = resolve(opt.simd);
+  const std::size_t tile = flash_detail::kVectors * vector_bytes(level) / sizeof(T);
+  Job<T> job;
+  job.Q = Q.data(), job.K = K.data(), job.V = V.data(), job.out = out.data();
+  job.shape = sh;
+  job.q = flash_detail::strides_of(opt.layout, sh.heads, sh.n, sh.head_dim_k);
+  job.k = flash_detail::strides_of(opt.layout, sh.heads, sh.m, sh.head_dim_k);
+  job.v = flash_detail::strides_of(opt.layout, sh.heads, sh.m, sh.head_dim_v);
+  job.o = flash_detail::strides_of(opt.layout, sh.heads, sh.n, sh.head_dim_v);
+  job.mask = opt.mask;
+  if (opt.mask == MaskKind::explicit_mask) {
+    job.bits = opt.mask_bits.data();
+    job.bits_batch_stride = opt.mask_bits.size() == sh.n * sh.m ? 0 : sh.n * sh.m;
+  }
+  job.key_lengths = opt.key_lengths.empty() ? nullptr : opt.key_lengths.data();
+  job.inverse_scale = static_cast<T>(1.0 / opt.scale_divisor);
+  // Tiles never exceed the problem, so a huge tile option cannot size a huge scratch buffer.
+  job.query_tile = std::min(opt.query_tile, std::max<std::size_t>(sh.n, 1));
+  job.key_tile = flash_detail::round_up(std::min(opt.key_tile, std::max<std::size_t>(sh.m, 1)), tile);
+  job.head_dim_v_padded = flash_detail::round_up(sh.head_dim_v, tile);
+  const std::size_t items = job.items();
+  if (items == 0) return FlashStatus::ok;
+
+  const ItemFunction<T> item = level == SimdLevel::avx512 ? item_avx512<T>
+                               : level == SimdLevel::avx2 ? item_avx2<T>
+                                                          : item_baseline<T>;
+  const unsigned wanted = opt.threads != 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t threads = std::min<std::size_t>(wanted, items);
+  // Scratch is allocated here, before any thread starts, so a bad_alloc reaches the caller.
+  std::vector<std::unique_ptr<Scratch<T>>> scratch;
+  for (std::size_t t = 0; t < threads; ++t) scratch.push_back(std::make_unique<Scratch<T>>(job));
+  // Work items are independent and each is computed the same way on any thread, so the result is
+  // bitwise the same for every thread count; the shared counter only balances the load.
+  std::atomic<std::size_t> next{0};
+  auto worker = [&](std::size_t t) {
+    for (std::size_t i = next.fetch_add(1, std::memory_order_relaxed); i < items; i = next.fetch_add(1, std::memory_order_relaxed))
+      item(job, i, *scratch[t]);
+  };
+  {
+    std::vector<std::jthread> pool;
+    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(worker, t);
+    worker(0);
+  }
+  return FlashStatus::ok;
+}
+
+template <class T> void exp_run(std::span<const T> x, std::span<T> out, SimdLevel level) {
+  level = resolve(level);
+  if (!simd_level_supported(level) || out.size() != x.size()) return;
+  const ExpFunction<T> f = level == SimdLevel::avx512 ? exp_avx512<T> : level == SimdLevel::avx2 ? exp_avx2<T> : exp_baseline<T>;
+  f(x.data(), out.data(), x.size());
+}
+
+}  // namespace
+
+FlashStatus flash_attention(const FlashShape& shape, std::span<const float> Q, std::span<const float> K,
+                            std::span<const float> V, std::span<float> out, const FlashOptions& options) {
+  return run<float>(shape, Q, K, V, out, options);
+}
+
+FlashStatus flash_attention(const FlashShape& shape, std::span<const double> Q, std::span<const double> K,
+                            std::span<const double> V, std::span<double> out, const FlashOptions& options) {
+  return run<double>(shape, Q, K, V, out, options);
+}
+
+SimdLevel best_simd_level() {
+  __builtin_cpu_init();  // needed when called before static constructors have run
+  if (__builtin_cpu_supports("avx512f")) return SimdLevel::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return SimdLevel::avx2;
+  return SimdLevel::baseline;
+}
+
+bool simd_level_supported(SimdLevel level) {
+  const SimdLevel best = best_simd_level();
+  switch (level) {
+    case SimdLevel::automatic:
+    case SimdLevel::baseline: return true;
+    case SimdLevel::avx2: return best == SimdLevel::avx2 || best == SimdLevel::avx512;
+    case SimdLevel::avx512: return best == SimdLevel::avx512;
+  }
+  return false;
+}
+
+void kernel_exp(std::span<const float> x, std::span<float> out, SimdLevel level) { exp_run(x, out, level); }
+void kernel_exp(std::span<const double> x, std::span<double> out, SimdLevel level) { exp_run(x, out, level); }
+
+// The fast path's error for one output value o = Σ_j w_j·v_j, unit roundoff u of T, γ_k = ku/(1-ku)
+// (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., §3.1), first the weights:
+// Step 1: each score is a length-d_k dot product (sequential, FMA or not): |ŝ_j - s_j| <= γ_dk·D,
+//         D = max_j Σ_c |q_c k_jc| (Higham (3.5)).
+// Step 2: softmax is shift-invariant, so what matters is the error of the exponents against a
+//         common shift. Weight j's exponent is the sum of its own (ŝ_j - M_t)·fl(1/τ) and of the
+//         rescale arguments (M_t - M_t+1)·fl(1/τ); these telescope to (ŝ_j - ŝ_max)/τ, so scores
+//         contribute 2γ_dk·D/τ, and each piece carries a relative γ_3 (subtract, round 1/τ,
+//         multiply) on a total magnitude <= 2·range: a = 2γ_dk·D/τ + 2γ_3·range. Exponents
+//         below the flush threshold do not count here (see Step 5), so range is capped there.
+// Step 3: the numerator of weight j is a product of at most T exps (its own and T - 1 rescale
+//         factors, T = key tiles) each within kKernelExpUlps ulps (<= 2·ulps·u relative), and at
+//         most T roundings of the products: p̂_j = p_j(1 + θ_j),
+//         |θ_j| <= θ = expm1(a + T·log1p(2·ulps·u) + T·log1p(u)).
+// Step 4: the row sum and each accumulator are sums of `keys` terms in some order, rescaled at
+//         most T times: relative γ_(keys+T) and γ_(keys+T+1) (the +1: the product p·v).
+// Step 5: ô = Ô/l̂ rounded once, so |ô - o| <= Σ_j w_j|v_j|·((1+θ)(1+γ_(keys+T+1))(1+u) /
+//         ((1-θ)(1-γ_(keys+T))) - 1). Exps flushed to +0 below the smallest normal λ and subnormal
+//         products each lose less than λ against a sum >= 1 (the largest term is exp(0) = 1):
+//         + 2·(keys + T)·λ·max|v|.
+// This is much looser than the errors seen in practice (the γ_keys summation term dominates for
+// long rows), but it is a bound, and a missing rescale or a wrong mask violates it by far.
+template <class T>
+double flash_error_bound(const FlashBoundTerms& t) {
+  constexpr double u = std::numeric_limits<T>::epsilon() / 2;
+  constexpr double infinity = std::numeric_limits<double>::infinity();
+  const auto gamma = [&](double k) { return k * u >= 0.5 ? infinity : k * u / (1 - k * u); };
+  const double tiles = static_cast<double>(std::max<std::size_t>(t.key_tiles, 1));
+  const double keys = static_cast<double>(t.keys);
+  const double range = std::min(t.score_range, -static_cast<double>(flash_detail::ExpConstants<T>::lowest) + 1);
+  const double a = 2 * gamma(static_cast<double>(t.head_dim_k)) * t.max_abs_dot / t.scale_divisor + 2 * gamma(3) * range;
+  const double theta = std::expm1(a + tiles * std::log1p(2 * kKernelExpUlps * u) + tiles * std::log1p(u));
+  const double g_sum = gamma(keys + tiles), g_acc = gamma(keys + tiles + 1);
+  if (!(theta < 1) || !(g_sum < 1)) return infinity;
+  const double relative = (1 + theta) * (1 + g_acc) * (1 + u) / ((1 - theta) * (1 - g_sum)) - 1;
+  return relative * t.weighted_abs_v + 2 * (keys + tiles) * std::numeric_limits<T>::min() * t.max_abs_v;
+}
+
+template double flash_error_bound<float>(const FlashBoundTerms&);
+template double flash_error_bound<double>(const FlashBoundTerms&);
+
+}  // namespace attn

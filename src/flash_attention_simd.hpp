@@ -1,0 +1,317 @@
+// Internal to flash_attention.cpp: the SIMD inner loops of the fast kernel, written once with
+// GCC/clang vector extensions and instantiated per instruction set by the dispatch there.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "flash_attention.hpp"
+
+namespace attn::flash_detail {
+
+// ---- Vectors. GCC/clang vector extensions: one generic source compiles to SSE2, AVX2 or AVX-512
+// depending on the target attribute of the function it is inlined into (see the dispatch below).
+template <class T, int W> struct Simd;
+template <> struct Simd<float, 4> { typedef float V __attribute__((vector_size(16))); typedef std::int32_t I __attribute__((vector_size(16))); };
+template <> struct Simd<float, 8> { typedef float V __attribute__((vector_size(32))); typedef std::int32_t I __attribute__((vector_size(32))); };
+template <> struct Simd<float, 16> { typedef float V __attribute__((vector_size(64))); typedef std::int32_t I __attribute__((vector_size(64))); };
+template <> struct Simd<double, 2> { typedef double V __attribute__((vector_size(16))); typedef std::int64_t I __attribute__((vector_size(16))); };
+template <> struct Simd<double, 4> { typedef double V __attribute__((vector_size(32))); typedef std::int64_t I __attribute__((vector_size(32))); };
+template <> struct Simd<double, 8> { typedef double V __attribute__((vector_size(64))); typedef std::int64_t I __attribute__((vector_size(64))); };
+
+#define ATTN_INLINE [[gnu::always_inline]] inline
+
+template <class V, class T> ATTN_INLINE V splat(T s) {
+  V v;
+  for (std::size_t i = 0; i < sizeof(V) / sizeof(T); ++i) v[i] = s;
+  return v;
+}
+template <class V, class T> ATTN_INLINE V load(const T* p) { V v; std::memcpy(&v, p, sizeof v); return v; }
+template <class V, class T> ATTN_INLINE void store(T* p, const V& v) { std::memcpy(p, &v, sizeof v); }
+
+// ---- exp for x <= 0: Cody-Waite reduction x = n·ln2 + r, |r| <= ln2/2, a polynomial for e^r and
+// 2^n built in the exponent field. Below `lowest` the result would be subnormal: it is flushed to
+// +0 (absolute error < the smallest normal, accounted for in flash_error_bound).
+template <class T> struct ExpConstants;
+template <> struct ExpConstants<float> {
+  static constexpr float lowest = -87.33654f;  // ln(2^-126) rounded up
+  static constexpr float log2e = 1.44269504088896341f;
+  static constexpr float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;  // Cephes expf.c split
+  static constexpr float shifter = 0x1.8p23f;  // t = y + 1.5·2^23 rounds y to an integer, kept in t's low bits
+  static constexpr int bias = 127, mantissa_bits = 23;
+};
+template <> struct ExpConstants<double> {
+  static constexpr double lowest = -708.39;  // ln(2^-1022) = -708.3964 rounded up
+  static constexpr double log2e = 1.4426950408889634074;
+  static constexpr double ln2_hi = 6.93145751953125e-1, ln2_lo = 1.42860682030941723212e-6;  // Cephes exp.c
+  static constexpr double shifter = 0x1.8p52;
+  static constexpr int bias = 1023, mantissa_bits = 52;
+};
+
+template <class T, class V, class I> ATTN_INLINE V vector_exp(const V& x) {
+  using C = ExpConstants<T>;
+  const V lowest = splat<V>(C::lowest);
+  const V xc = x < lowest ? lowest : x;
+  const V t = xc * C::log2e + C::shifter;
+  const V n = t - C::shifter;
+  const V r = (xc - n * C::ln2_hi) - n * C::ln2_lo;  // n·ln2_hi is exact: ln2_hi has few bits
+  V p;
+  if constexpr (sizeof(T) == 4) {
+    // Cephes expf.c minimax polynomial: e^r = 1 + r + r²·P(r), about 1 ulp on |r| <= ln2/2.
+    p = splat<V>(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = (p * (r * r) + r) + 1.0f;
+  } else {
+    // Taylor to degree 13: the remainder |r|^14/14!·e^|r| < 6e-18 relative, under u/16.
+    constexpr double inverse_factorial[] = {1.0 / 6227020800, 1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800,
+                                            1.0 / 362880,     1.0 / 40320,     1.0 / 5040,     1.0 / 720,
+                                            1.0 / 120,        1.0 / 24,        1.0 / 6,        0.5,
+                                            1.0,              1.0};
+    p = splat<V>(inverse_factorial[0]);
+    for (std::size_t k = 1; k < std::size(inverse_factorial); ++k) p = p * r + inverse_factorial[k];
+  }
+  // t's low mantissa bits hold n (two's complement, |n| small): adding the bias and shifting
+  // drops everything above the exponent field.
+  const I bits = (__builtin_bit_cast(I, t) + C::bias) << C::mantissa_bits;
+  const V e = p * __builtin_bit_cast(V, bits);
+  return x < lowest ? V{} : e;
+}
+
+// ---- One call, as the workers see it.
+struct Strides {
+  std::size_t batch = 0, head = 0, row = 0;
+};
+
+inline Strides strides_of(TensorLayout layout, std::size_t heads, std::size_t rows, std::size_t dim) {
+  if (layout == TensorLayout::batch_head_seq) return {heads * rows * dim, rows * dim, dim};
+  return {rows * heads * dim, dim, heads * dim};
+}
+
+template <class T> struct Job {
+  const T* Q = nullptr;
+  const T* K = nullptr;
+  const T* V = nullptr;
+  T* out = nullptr;
+  FlashShape shape;
+  Strides q, k, v, o;
+  MaskKind mask = MaskKind::none;
+  const std::uint8_t* bits = nullptr;
+  std::size_t bits_batch_stride = 0;   // 0: one n x m mask for every batch item
+  const std::size_t* key_lengths = nullptr;
+  T inverse_scale = 1;
+  std::size_t query_tile = 0, key_tile = 0;  // key_tile is a multiple of the micro-tile width
+  std::size_t head_dim_v_padded = 0;         // a multiple of the micro-tile width
+  std::size_t items() const { return shape.batch * shape.heads * ((shape.n + query_tile - 1) / query_tile); }
+};
+
+// Register tile of both products: kRows query rows x kVectors SIMD vectors (8 accumulators; AVX2
+// has 16 registers, so loads and the broadcast fit beside them).
+constexpr std::size_t kRows = 4;
+constexpr std::size_t kVectors = 2;
+
+inline std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
+
+// Per-thread scratch, 64-byte aligned (one cache line; a full AVX-512 vector).
+template <class T> class Scratch {
+ public:
+  Scratch(const Job<T>& job) {
+    const std::size_t rows = round_up(job.query_tile, kRows), dv = job.head_dim_v_padded;
+    const std::size_t sizes[] = {job.shape.head_dim_k * job.key_tile, job.key_tile * dv, kRows * job.key_tile,
+                                 rows * dv, rows, rows};
+    std::size_t total = 0;
+    for (std::size_t s : sizes) total += round_up(s, 64 / sizeof(T));
+    data_ = static_cast<T*>(::operator new(total * sizeof(T), std::align_val_t{64}));
+    T** parts[] = {&keys_t, &values, &scores, &acc, &row_max, &row_sum};
+    T* next = data_;
+    for (std::size_t i = 0; i < std::size(sizes); ++i) *parts[i] = next, next += round_up(sizes[i], 64 / sizeof(T));
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { ::operator delete(data_, std::align_val_t{64}); }
+
+  T* keys_t = nullptr;   // d_k x key_tile: the key tile transposed, zero past its last key
+  T* values = nullptr;   // key_tile x head_dim_v_padded, zero past head_dim_v
+  T* scores = nullptr;   // kRows x key_tile: scores, then unnormalised weights
+  T* acc = nullptr;      // query rows x head_dim_v_padded: Σ weight·V, rescaled online
+  T* row_max = nullptr;  // running max of raw dot products
+  T* row_sum = nullptr;  // running Σ weight
+
+ private:
+  T* data_ = nullptr;
+};
+
+// ---- The kernel for one (T, vector width): inlined into a target-specific entry per ISA.
+template <class T, int W> struct Core {
+  using V = typename Simd<T, W>::V;
+  using I = typename Simd<T, W>::I;
+  static constexpr std::size_t kTile = kVectors * W;  // columns of one register tile
+
+  // keys_t[c][jj] = K[j0 + jj][c]; columns past `cols` are zero (they are masked later).
+  ATTN_INLINE static void pack(const Job<T>& job, const T* k, const T* v, std::size_t cols, Scratch<T>& s) {
+    const std::size_t dk = job.shape.head_dim_k, dv = job.shape.head_dim_v, dvp = job.head_dim_v_padded;
+    const std::size_t cols_padded = round_up(cols, kTile);
+    for (std::size_t jj = 0; jj < cols; ++jj) {
+      const T* row = k + jj * job.k.row;
+      for (std::size_t c = 0; c < dk; ++c) s.keys_t[c * job.key_tile + jj] = row[c];
+      std::memcpy(s.values + jj * dvp, v + jj * job.v.row, dv * sizeof(T));
+      std::fill(s.values + jj * dvp + dv, s.values + (jj + 1) * dvp, T(0));
+    }
+    for (std::size_t c = 0; c < dk; ++c) std::fill(s.keys_t + c * job.key_tile + cols, s.keys_t + c * job.key_tile + cols_padded, T(0));
+  }
+
+  // scores[r][jj] = Q[row r]·K[j0 + jj] for jj < cols (rounded up to kTile).
+  ATTN_INLINE static void dot_products(const Job<T>& job, const T* const* q_rows, std::size_t cols, Scratch<T>& s) {
+    const std::size_t dk = job.shape.head_dim_k;
+    for (std::size_t jb = 0; jb < cols; jb += kTile) {
+      V acc[kRows][kVectors] = {};
+      for (std::size_t c = 0; c < dk; ++c) {
+        V key[kVectors];
+#pragma GCC unroll 4
+        for (std::size_t u = 0; u < kVectors; ++u) key[u] = load<V>(s.keys_t + c * job.key_tile + jb + u * W);
+#pragma GCC unroll 8
+        for (std::size_t r = 0; r < kRows; ++r) {
+          const V qv = splat<V>(q_rows[r][c]);
+#pragma GCC unroll 4
+          for (std::size_t u = 0; u < kVectors; ++u) acc[r][u] += qv * key[u];
+        }
+      }
+      for (std::size_t r = 0; r < kRows; ++r)
+        for (std::size_t u = 0; u < kVectors; ++u) store(s.scores + r * job.key_tile + jb + u * W, acc[r][u]);
+    }
+  }
+
+  // Online softmax step for one row: masks scores[jj] for jj >= limit (and explicit zeros), turns
+  // them into exp((s - new max)/τ) and returns the factor α = exp((old max - new max)/τ) that
+  // rescales what the row accumulated so far. A row with nothing visible in this tile: weights 0,
+  // α = 1, running state untouched (so a fully masked row keeps sum 0 and no -inf - -inf).
+  ATTN_INLINE static T online_step(const Job<T>& job, T* scores, std::size_t cols, std::size_t limit,
+                                   const std::uint8_t* bits, T& row_max, T& row_sum) {
+    constexpr T minus_inf = -std::numeric_limits<T>::infinity();
+    std::fill(scores + limit, scores + cols, minus_inf);
+    if (bits != nullptr)
+      for (std::size_t jj = 0; jj < limit; ++jj) scores[jj] = bits[jj] != 0 ? scores[jj] : minus_inf;
+    V top = splat<V>(minus_inf);
+    for (std::size_t jj = 0; jj < cols; jj += W) {
+      const V x = load<V>(scores + jj);
+      top = x > top ? x : top;
+    }
+    T tile_max = minus_inf;
+    for (int l = 0; l < W; ++l) tile_max = std::max(tile_max, top[l]);
+    if (tile_max == minus_inf) {
+      std::fill(scores, scores + cols, T(0));
+      return T(1);
+    }
+    const T new_max = std::max(row_max, tile_max);
+    const T alpha = row_max == new_max ? T(1) : vector_exp<T, V, I>(splat<V>((row_max - new_max) * job.inverse_scale))[0];
+    const V shift = splat<V>(new_max), scale = splat<V>(job.inverse_scale);
+    V sum{};
+    for (std::size_t jj = 0; jj < cols; jj += W) {
+      const V p = vector_exp<T, V, I>((load<V>(scores + jj) - shift) * scale);
+      store(scores + jj, p);
+      sum += p;
+    }
+    T tile_sum = 0;
+    for (int l = 0; l < W; ++l) tile_sum += sum[l];
+    row_max = new_max;
+    row_sum = row_sum * alpha + tile_sum;
+    return alpha;
+  }
+
+  // acc[r] = α_r·acc[r] + Σ_jj weight[r][jj]·V[j0 + jj] over the first `cols` keys.
+  ATTN_INLINE static void accumulate(const Job<T>& job, const T* alpha, std::size_t cols, T* acc, Scratch<T>& s) {
+    const std::size_t dvp = job.head_dim_v_padded;
+    for (std::size_t cb = 0; cb < dvp; cb += kTile) {
+      V sum[kRows][kVectors] = {};
+      for (std::size_t jj = 0; jj < cols; ++jj) {
+        V value[kVectors];
+#pragma GCC unroll 4
+        for (std::size_t u = 0; u < kVectors; ++u) value[u] = load<V>(s.values + jj * dvp + cb + u * W);
+#pragma GCC unroll 8
+        for (std::size_t r = 0; r < kRows; ++r) {
+          const V w = splat<V>(s.scores[r * job.key_tile + jj]);
+#pragma GCC unroll 4
+          for (std::size_t u = 0; u < kVectors; ++u) sum[r][u] += w * value[u];
+        }
+      }
+      for (std::size_t r = 0; r < kRows; ++r)
+        for (std::size_t u = 0; u < kVectors; ++u) {
+          T* a = acc + r * dvp + cb + u * W;
+          store(a, load<V>(a) * alpha[r] + sum[r][u]);
+        }
+    }
+  }
+
+  // One work item: batch b, head h, query rows [i0, i0 + rows). Heavy items (late query blocks,
+  // which see the most keys under a causal mask) come first so threads finish together.
+  ATTN_INLINE static void run_item(const Job<T>& job, std::size_t item, Scratch<T>& s) {
+    const FlashShape& sh = job.shape;
+    const std::size_t heads_total = sh.batch * sh.heads;
+    const std::size_t blocks = (sh.n + job.query_tile - 1) / job.query_tile;
+    const std::size_t block = blocks - 1 - item / heads_total, b = item % heads_total / sh.heads, h = item % sh.heads;
+    const std::size_t i0 = block * job.query_tile, rows = std::min(job.query_tile, sh.n - i0);
+    const T* q = job.Q + b * job.q.batch + h * job.q.head + i0 * job.q.row;
+    const T* k = job.K + b * job.k.batch + h * job.k.head;
+    const T* v = job.V + b * job.v.batch + h * job.v.head;
+    const bool causal = job.mask == MaskKind::causal;
+    std::size_t key_end = job.key_lengths != nullptr ? job.key_lengths[b] : sh.m;
+    if (causal) key_end = std::min(key_end, i0 + rows);  // row i sees j <= i
+    const std::size_t dvp = job.head_dim_v_padded, rows_padded = round_up(rows, kRows);
+    std::fill(s.acc, s.acc + rows_padded * dvp, T(0));
+    std::fill(s.row_max, s.row_max + rows_padded, -std::numeric_limits<T>::infinity());
+    std::fill(s.row_sum, s.row_sum + rows_padded, T(0));
+
+    for (std::size_t j0 = 0; j0 < key_end; j0 += job.key_tile) {
+      const std::size_t cols = std::min(job.key_tile, key_end - j0);
+      pack(job, k + j0 * job.k.row, v + j0 * job.v.row, cols, s);
+      for (std::size_t r0 = 0; r0 < rows; r0 += kRows) {
+        const std::size_t group = std::min(kRows, rows - r0);
+        if (causal && j0 > i0 + r0 + group - 1) continue;  // the whole tile is in these rows' future
+        const T* q_rows[kRows];
+        std::size_t limit[kRows] = {}, group_cols = 0;
+        for (std::size_t r = 0; r < kRows; ++r) {
+          q_rows[r] = q + std::min(r0 + r, rows - 1) * job.q.row;  // padding rows repeat a real one
+          const std::size_t i = i0 + r0 + r;
+          if (r < group) limit[r] = !causal ? cols : i < j0 ? 0 : std::min(cols, i + 1 - j0);
+          group_cols = std::max(group_cols, limit[r]);
+        }
+        const std::size_t score_cols = round_up(group_cols, kTile);
+        dot_products(job, q_rows, score_cols, s);
+        T alpha[kRows];
+        for (std::size_t r = 0; r < kRows; ++r) {
+          const std::size_t i = i0 + r0 + r;
+          const std::uint8_t* bits =
+              job.bits != nullptr && r < group ? job.bits + b * job.bits_batch_stride + i * sh.m + j0 : nullptr;
+          alpha[r] = online_step(job, s.scores + r * job.key_tile, score_cols, limit[r], bits, s.row_max[r0 + r],
+                                 s.row_sum[r0 + r]);
+        }
+        accumulate(job, alpha, group_cols, s.acc + r0 * dvp, s);
+      }
+    }
+    // out = acc / sum. A row that saw no key has sum 0 and is written as exactly +0.0.
+    T* o = job.out + b * job.o.batch + h * job.o.head + i0 * job.o.row;
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T total = s.row_sum[r];
+      for (std::size_t c = 0; c < sh.head_dim_v; ++c) o[r * job.o.row + c] = total > 0 ? s.acc[r * dvp + c] / total : T(0);
+    }
+  }
+
+  ATTN_INLINE static void exp_span(const T* x, T* out, std::size_t count) {
+    for (std::size_t i = 0; i < count; i += W) {
+      T lane[W] = {};
+      const std::size_t take = std::min<std::size_t>(W, count - i);
+      std::copy(x + i, x + i + take, lane);
+      const V e = vector_exp<T, V, I>(load<V>(lane));
+      for (std::size_t l = 0; l < take; ++l) out[i + l] = e[l];
+    }
+  }
+};
+
+}  // namespace attn::flash_detail

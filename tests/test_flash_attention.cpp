@@ -1,0 +1,243 @@
+// The fast kernel against the simple double kernel (masked_multihead_attention), with tolerances
+// from flash_error_bound; its structural guarantees (tile sizes, threads, layouts, masks); its exp
+// against the C library; and the oracle on sampled rows of a long sequence.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "attention.hpp"
+#include "flash_attention.hpp"
+#include "flash_test_support.hpp"
+
+namespace attn {
+namespace {
+
+using namespace flash_test;
+
+// ---- The exp of the inner loop.
+
+template <class T> double max_exp_ulps(SimdLevel level) {
+  // fp32: 2^20 evenly spaced points over the whole finite range; fp64: the same count, checked
+  // against the x87 extended-precision expl (64-bit significand, about 11 more bits than double).
+  using C = std::numeric_limits<T>;
+  const T lowest = sizeof(T) == 4 ? T(-87.33) : T(-708.3);
+  const std::size_t count = 1u << 20;
+  std::vector<T> x(count), e(count);
+  for (std::size_t i = 0; i < count; ++i) x[i] = lowest * static_cast<T>(i) / static_cast<T>(count - 1);
+  kernel_exp(std::span<const T>(x), std::span<T>(e), level);
+  double worst = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const long double exact = std::exp(static_cast<long double>(x[i]));
+    const long double ulp = std::ldexp(1.0L, std::ilogb(static_cast<T>(exact)) - (C::digits - 1));
+    worst = std::max(worst, static_cast<double>(std::fabs(e[i] - exact) / ulp));
+  }
+  return worst;
+}
+
+TEST(KernelExp, WithinDocumentedUlpsOnTheWholeRange) {
+  for (SimdLevel level : supported_levels()) {
+    EXPECT_LE(max_exp_ulps<float>(level), kKernelExpUlps) << level_name(level);
+    EXPECT_LE(max_exp_ulps<double>(level), kKernelExpUlps) << level_name(level);
+  }
+}
+
+TEST(KernelExp, ZeroIsOneAndBelowTheRangeIsPlusZero) {
+  const std::vector<float> xf = {0.0f, -0.0f, -87.4f, -1e30f, -std::numeric_limits<float>::infinity()};
+  const std::vector<double> xd = {0.0, -0.0, -708.5, -1e300, -std::numeric_limits<double>::infinity()};
+  for (SimdLevel level : supported_levels()) {
+    std::vector<float> ef(xf.size());
+    std::vector<double> ed(xd.size());
+    kernel_exp(std::span<const float>(xf), std::span<float>(ef), level);
+    kernel_exp(std::span<const double>(xd), std::span<double>(ed), level);
+    EXPECT_EQ(ef[0], 1.0f);
+    EXPECT_EQ(ef[1], 1.0f);
+    EXPECT_EQ(ed[0], 1.0);
+    EXPECT_EQ(ed[1], 1.0);
+    for (std::size_t i = 2; i < xf.size(); ++i) {
+      EXPECT_EQ(ef[i], 0.0f);
+      EXPECT_FALSE(std::signbit(ef[i]));
+      EXPECT_EQ(ed[i], 0.0);
+      EXPECT_FALSE(std::signbit(ed[i]));
+    }
+  }
+}
+
+// ---- Against the simple double kernel.
+
+TEST(FlashAttention, MatchesSimpleKernelEveryLayoutMaskAndPrecision) {
+  for (TensorLayout layout : {TensorLayout::batch_head_seq, TensorLayout::batch_seq_head})
+    for (MaskKind mask : {MaskKind::none, MaskKind::causal, MaskKind::explicit_mask}) {
+      Case c = random_case({2, 3, 37, 37, 16, 8}, mask, /*seed=*/11);
+      c.options.layout = layout;
+      c.options.key_tile = 16;
+      c.options.query_tile = 8;
+      expect_within_bound<float>(c);
+      expect_within_bound<double>(c);
+    }
+}
+
+TEST(FlashAttention, CrossAttentionMoreAndFewerKeysThanQueries) {
+  for (auto [n, m] : {std::pair<std::size_t, std::size_t>{9, 70}, {70, 9}, {1, 1}, {33, 1}})
+    for (MaskKind mask : {MaskKind::none, MaskKind::causal, MaskKind::explicit_mask}) {
+      Case c = random_case({2, 2, n, m, 12, 20}, mask, /*seed=*/n * 100 + m);
+      c.options.key_tile = 32;
+      expect_within_bound<float>(c);
+      expect_within_bound<double>(c);
+    }
+}
+
+TEST(FlashAttention, KeyPaddingLengthsPerBatchItem) {
+  for (MaskKind mask : {MaskKind::none, MaskKind::causal, MaskKind::explicit_mask}) {
+    Case c = random_case({4, 2, 30, 45, 8, 8}, mask, /*seed=*/5);
+    c.key_lengths = {45, 1, 17, 32};
+    c.options.key_tile = 16;
+    expect_within_bound<float>(c);
+    expect_within_bound<double>(c);
+  }
+}
+
+TEST(FlashAttention, ResultsIndependentOfTileSizesWithinTheBound) {
+  const Case base = random_case({1, 2, 50, 90, 16, 16}, MaskKind::causal, /*seed=*/3);
+  const Reference reference = reference_of(base);
+  for (std::size_t key_tile : {1, 7, 16, 64, 200})
+    for (std::size_t query_tile : {1, 5, 64}) {
+      Case c = base;
+      c.options.key_tile = key_tile;
+      c.options.query_tile = query_tile;
+      // Each run lies within its bound of the exact result, so two runs differ by at most the
+      // sum of their bounds (the reference's own error is far below either).
+      expect_within_bound<float>(c, reference);
+      expect_within_bound<double>(c, reference);
+    }
+}
+
+TEST(FlashAttention, ThreadCountGivesIdenticalBits) {
+  Case c = random_case({2, 3, 70, 70, 16, 16}, MaskKind::causal, /*seed=*/8);
+  c.options.query_tile = 16;
+  const std::vector<float> one = run_fast<float>(c);
+  for (unsigned threads : {2u, 3u, 0u}) {
+    c.options.threads = threads;
+    const std::vector<float> many = run_fast<float>(c);
+    EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)), 0) << threads;
+  }
+}
+
+TEST(FlashAttention, LayoutsGiveIdenticalBitsAfterPermutation) {
+  // Each (batch, head, row) is computed the same way in either layout; only the strides differ.
+  Case c = random_case({2, 3, 20, 25, 8, 4}, MaskKind::explicit_mask, /*seed=*/4);
+  const std::vector<double> seq_head = run_fast<double>(c);
+  c.options.layout = TensorLayout::batch_head_seq;
+  EXPECT_EQ(seq_head, run_fast<double>(c));  // run_fast permutes inputs and output back
+}
+
+TEST(FlashAttention, EverySimdLevelWithinTheBound) {
+  Case c = random_case({1, 2, 40, 40, 16, 16}, MaskKind::none, /*seed=*/21);
+  for (SimdLevel level : supported_levels()) {
+    c.options.simd = level;
+    expect_within_bound<float>(c);
+    expect_within_bound<double>(c);
+  }
+}
+
+// ---- The online merge step against two-pass softmax.
+
+TEST(OnlineMerge, NewMaximumArrivesLate) {
+  // Scores grow with j and jump by 40 in the last tile: every step rescales, the last by e^-40.
+  Case c = random_case({1, 1, 4, 64, 2, 3}, MaskKind::none, /*seed=*/1);
+  for (std::size_t j = 0; j < 64; ++j) c.K[j * 2] = static_cast<double>(j) / 8 + (j >= 60 ? 40 : 0), c.K[j * 2 + 1] = 0;
+  for (std::size_t i = 0; i < 4; ++i) c.Q[i * 2] = 1, c.Q[i * 2 + 1] = 0;
+  for (std::size_t key_tile : {1, 4, 16}) {
+    c.options.key_tile = key_tile;
+    expect_within_bound<float>(c);
+    expect_within_bound<double>(c);
+  }
+}
+
+TEST(OnlineMerge, AllScoresVeryNegative) {
+  // q·k = -1e4 (fp32 exp underflows at -104): only the shift by the running max keeps the row finite.
+  Case c = random_case({1, 1, 3, 40, 1, 2}, MaskKind::none, /*seed=*/2);
+  for (std::size_t j = 0; j < 40; ++j) c.K[j] = -100 - static_cast<double>(j % 3);
+  std::fill(c.Q.begin(), c.Q.end(), 100.0);
+  c.options.key_tile = 8;
+  const std::vector<float> out = run_fast<float>(c);
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return std::isfinite(x); }));
+  expect_within_bound<float>(c);
+  expect_within_bound<double>(c);
+}
+
+TEST(OnlineMerge, FullyMaskedRowsAreExactlyPlusZero) {
+  Case c = random_case({3, 2, 6, 10, 4, 5}, MaskKind::explicit_mask, /*seed=*/6);
+  std::fill(c.mask.begin() + 2 * 10, c.mask.begin() + 3 * 10, 0);  // row 2 of item 0: nothing visible
+  c.key_lengths = {10, 0, 10};                                     // item 1: no keys at all
+  c.options.key_tile = 4;
+  for (const std::vector<double>& out : {run_fast<double>(c), widen(run_fast<float>(c))}) {
+    for (std::size_t i = 0; i < 6; ++i)
+      for (std::size_t col = 0; col < 2 * 5; ++col) {
+        const double item0 = out[(0 * 6 + i) * 10 + col], item1 = out[(1 * 6 + i) * 10 + col];
+        EXPECT_TRUE(item1 == 0 && !std::signbit(item1));
+        if (i == 2) EXPECT_TRUE(item0 == 0 && !std::signbit(item0));
+      }
+  }
+  expect_within_bound<float>(c);
+}
+
+TEST(FlashAttention, RefusesInconsistentArguments) {
+  Case c = random_case({1, 1, 4, 4, 2, 2}, MaskKind::explicit_mask, /*seed=*/0);
+  std::vector<double> out(8);
+  c.options.mask_bits = c.mask;
+  auto status = [&](FlashOptions o, std::size_t q_size = 8) {
+    return flash_attention(c.shape, std::span<const double>(c.Q).first(q_size), c.K, c.V, out, o);
+  };
+  FlashOptions o = c.options;
+  EXPECT_EQ(status(o, 7), FlashStatus::size_mismatch);
+  o.mask_bits = std::span(c.mask).first(15);
+  EXPECT_EQ(status(o), FlashStatus::mask_size_mismatch);
+  const std::vector<std::size_t> too_long = {5};  // m = 4
+  o = c.options, o.key_lengths = too_long;
+  EXPECT_EQ(status(o), FlashStatus::bad_key_lengths);
+  o = c.options, o.scale_divisor = 0;
+  EXPECT_EQ(status(o), FlashStatus::bad_scale_divisor);
+  o = c.options, o.key_tile = 0;
+  EXPECT_EQ(status(o), FlashStatus::bad_tile);
+  o = c.options;
+  EXPECT_EQ(status(o), FlashStatus::ok);
+}
+
+// ---- Accuracy against a straightforward fp32 implementation (FlashAttention's criterion).
+
+TEST(FlashAttention, Fp32ErrorAtMostTwiceStraightforwardFp32) {
+  for (MaskKind mask : {MaskKind::none, MaskKind::causal}) {
+    const Case c = random_case({1, 2, 256, 512, 64, 64}, mask, /*seed=*/31);
+    const Reference reference = reference_of(c);
+    const ErrorStats fast = error_stats(widen(run_fast<float>(c)), reference.out);
+    const ErrorStats plain = error_stats(straightforward_fp32(c), reference.out);
+    EXPECT_LE(fast.max, 2 * plain.max) << "mean " << fast.mean << " vs " << plain.mean;
+    EXPECT_LE(fast.mean, 2 * plain.mean);
+  }
+}
+
+// ---- Random shapes, masks, layouts and tiles.
+
+RC_GTEST_PROP(FlashProperties, WithinTheBoundOfTheSimpleKernel, ()) {
+  const auto dims = *rc::gen::container<std::vector<std::size_t>>(6, rc::gen::inRange<std::size_t>(1, 24));
+  const auto mask = *rc::gen::element(MaskKind::none, MaskKind::causal, MaskKind::explicit_mask);
+  Case c = random_case({dims[0] % 3 + 1, dims[1] % 3 + 1, dims[2], dims[3] * 2, dims[4], dims[5]}, mask,
+                       *rc::gen::arbitrary<std::uint32_t>());
+  c.options.layout = *rc::gen::element(TensorLayout::batch_head_seq, TensorLayout::batch_seq_head);
+  c.options.key_tile = *rc::gen::inRange<std::size_t>(1, 80);
+  c.options.query_tile = *rc::gen::inRange<std::size_t>(1, 30);
+  c.options.threads = *rc::gen::inRange(1u, 3u);
+  if (*rc::gen::arbitrary<bool>())
+    c.key_lengths = *rc::gen::container<std::vector<std::size_t>>(c.shape.batch, rc::gen::inRange<std::size_t>(0, c.shape.m + 1));
+  RC_ASSERT(count_outside_bound<float>(c, reference_of(c)) == 0u);
+  RC_ASSERT(count_outside_bound<double>(c, reference_of(c)) == 0u);
+}
+
+}  // namespace
+}  // namespace attn

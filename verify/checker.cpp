@@ -1,0 +1,279 @@
+#include "checker.hpp"
+
+#include <mpfr.h>
+
+#include <cstdio>
+
+#include "band.hpp"
+#include "exact.hpp"
+
+namespace attn::verify {
+namespace {
+
+// Enough bits that 10^30 (kMaxDecimals) and a double's 53 bits multiply without loss.
+constexpr mpfr_prec_t kRangeBits = 256;
+
+// The integers m whose string m·10^-k a correct double implementation may print: the roundings of
+// every point of [lo - δ, hi + δ], i.e. ceil((lo - δ)·10^k - 1/2) <= m <= floor((hi + δ)·10^k + 1/2),
+// each end rounded outwards so the range can only grow. 10^k is converted once per certificate.
+class RangeFinder {
+ public:
+  explicit RangeFinder(int decimals) {
+    mpfr_init2(x_, kRangeBits);
+    mpfr_init2(scale_, kRangeBits);
+    mpfr_set_z(scale_, power_of_ten(decimals).backend().data(), MPFR_RNDN);  // exact at 256 bits
+  }
+  ~RangeFinder() {
+    mpfr_clear(x_);
+    mpfr_clear(scale_);
+  }
+  RangeFinder(const RangeFinder&) = delete;
+  RangeFinder& operator=(const RangeFinder&) = delete;
+
+  void find(const Interval& value, double band, Integer& lowest, Integer& highest) {
+    mpfr_set_d(x_, value.lo, MPFR_RNDD);
+    mpfr_sub_d(x_, x_, band, MPFR_RNDD);
+    mpfr_mul(x_, x_, scale_, MPFR_RNDD);
+    mpfr_sub_d(x_, x_, 0.5, MPFR_RNDD);
+    mpfr_get_z(lowest.backend().data(), x_, MPFR_RNDU);
+    mpfr_set_d(x_, value.hi, MPFR_RNDU);
+    mpfr_add_d(x_, x_, band, MPFR_RNDU);
+    mpfr_mul(x_, x_, scale_, MPFR_RNDU);
+    mpfr_add_d(x_, x_, 0.5, MPFR_RNDU);
+    mpfr_get_z(highest.backend().data(), x_, MPFR_RNDD);
+  }
+
+ private:
+  mpfr_t x_, scale_;
+};
+
+// Is the enclosure's midpoint, times 10^k, at or above `scaled`? Picks the nearer neighbour.
+bool at_or_above(const Interval& value, const Integer& scaled, int decimals) {
+  mpfr_t x, m;
+  mpfr_init2(x, kRangeBits);
+  mpfr_init2(m, kRangeBits);
+  mpfr_set_d(x, value.lo, MPFR_RNDN);
+  mpfr_add_d(x, x, value.hi, MPFR_RNDN);
+  mpfr_mul_z(x, x, power_of_ten(decimals).backend().data(), MPFR_RNDN);
+  mpfr_set_z(m, scaled.backend().data(), MPFR_RNDN);
+  mpfr_mul_2ui(m, m, 1, MPFR_RNDN);
+  const bool out = mpfr_cmp(x, m) >= 0;
+  mpfr_clear(x);
+  mpfr_clear(m);
+  return out;
+}
+
+// The integer m of a fixed text m·10^-k.
+Integer scaled_of(const std::string& fixed) {
+  std::string digits;
+  for (char c : fixed) {
+    if (c != '.') digits += c;
+  }
+  return integer_from_digits(digits);
+}
+
+CellCertificate certify_cell(const OracleCell& cell, double band, int decimals, RangeFinder& ranges) {
+  CellCertificate out;
+  out.canonical = cell.canonical;
+  out.exact_tie = cell.exact_tie;
+  out.unresolved = cell.unresolved;
+  out.value = cell.value;
+  out.band = band;
+  Integer lowest, highest;
+  ranges.find(cell.value, band, lowest, highest);
+  const Integer canonical = scaled_of(cell.canonical);
+  // The canonical rounding is always inside (the exact value is); guard against a guess past the cap.
+  if (lowest > canonical) lowest = canonical;
+  if (highest < canonical) highest = canonical;
+  out.lowest = fixed_text(lowest, decimals);
+  out.highest = fixed_text(highest, decimals);
+  out.ambiguous = lowest < highest;
+  if (out.ambiguous) {
+    const bool up = highest > canonical && (lowest == canonical || at_or_above(cell.value, canonical, decimals));
+    out.alternative = fixed_text(up ? Integer(canonical + 1) : Integer(canonical - 1), decimals);
+  }
+  return out;
+}
+
+// A token for a message: at most 24 bytes, non-printable bytes as \xNN.
+std::string shown(std::string_view token) {
+  std::string out = "'";
+  for (std::size_t i = 0; i < token.size() && i < 24; ++i) {
+    const auto c = static_cast<unsigned char>(token[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\'') {
+      out += static_cast<char>(c);
+    } else {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+      out += escaped;
+    }
+  }
+  return out + (token.size() > 24 ? "...'" : "'");
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Why a token is not -?(0|[1-9]D*).D{k} (empty when it is).
+std::string format_problem(std::string_view token, int decimals) {
+  std::size_t i = 0;
+  const bool negative = !token.empty() && token[0] == '-';
+  if (negative) ++i;
+  const std::size_t integer_start = i;
+  while (i < token.size() && is_digit(token[i])) ++i;
+  const std::size_t integer_digits = i - integer_start;
+  std::size_t fraction_digits = 0;
+  bool point = false;
+  if (i < token.size() && token[i] == '.') {
+    point = true;
+    ++i;
+    while (i < token.size() && is_digit(token[i])) ++i, ++fraction_digits;
+  }
+  const std::string expected = "a fixed decimal with exactly " + std::to_string(decimals) + " digits after the point";
+  if (i != token.size() || integer_digits == 0) return "expected " + expected + ", found " + shown(token);
+  if (integer_digits > 1 && token[integer_start] == '0') return "leading zero in " + shown(token);
+  if (point != (decimals > 0) || fraction_digits != static_cast<std::size_t>(decimals)) {
+    return "expected " + expected + ", found " + shown(token);
+  }
+  if (negative && token.find_first_not_of("0.", 1) == std::string_view::npos) {
+    return "negative zero " + shown(token) + " (write it without the sign)";
+  }
+  return {};
+}
+
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+Verdict presentation(std::string message, std::size_t row, std::size_t column) {
+  return {VerdictKind::presentation_error, std::move(message), row, column};
+}
+
+}  // namespace
+
+Certificate certify(const Instance& instance, const OracleOptions& options) {
+  const ExactInstance exact = make_exact(instance);
+  Certificate out;
+  out.rows = instance.batch.size() * instance.n;
+  out.cols = instance.d_v;
+  out.decimals = instance.decimals;
+  out.cells.resize(out.rows * out.cols);
+  out.weights.resize(instance.batch.size() * instance.heads * instance.n * instance.m);
+  RangeFinder ranges(instance.decimals);
+  for (std::size_t b = 0; b < instance.batch.size(); ++b) {
+    for (std::size_t i = 0; i < instance.n; ++i) {
+      for (std::size_t g = 0; g < instance.heads; ++g) {
+        const ExactBlock block = exact_block(exact, b, i, g);
+        const BlockAnswer answer = oracle_block(exact, block, instance.decimals, options);
+        const BlockBands bands = block_bands(exact, block, answer);
+        for (std::size_t c = 0; c < block.head_v; ++c) {
+          out.cells[(b * instance.n + i) * out.cols + g * block.head_v + c] =
+              certify_cell(answer.cells[c], bands.cells[c], instance.decimals, ranges);
+        }
+        for (std::size_t t = 0; t < block.keys.size(); ++t) {
+          out.weights[((b * instance.heads + g) * instance.n + i) * instance.m + block.keys[t]] = {
+              answer.weights[t], bands.weights[t]};
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::string canonical_text(const Certificate& certificate) {
+  std::string out;
+  for (std::size_t i = 0; i < certificate.cells.size(); ++i) {
+    out += certificate.cells[i].canonical;
+    out += (i + 1) % certificate.cols == 0 ? '\n' : ' ';
+  }
+  return out;
+}
+
+std::string_view verdict_name(VerdictKind kind) {
+  switch (kind) {
+    case VerdictKind::ok: return "ok";
+    case VerdictKind::acceptable: return "acceptable";
+    case VerdictKind::wrong_answer: return "wrong answer";
+    case VerdictKind::presentation_error: return "presentation error";
+  }
+  return "?";
+}
+
+Verdict check_output(const Certificate& certificate, std::string_view output) {
+  const std::size_t rows = certificate.rows;
+  const std::size_t cols = certificate.cols;
+  std::vector<std::string_view> tokens;
+  tokens.reserve(rows * cols);
+
+  // Pass 1: shape and format of every token, before any value is looked at.
+  std::size_t at = 0;
+  for (std::size_t r = 1; r <= rows; ++r) {
+    if (at >= output.size()) {
+      return presentation(std::to_string(rows) + " lines of values expected, the output has " +
+                              std::to_string(r - 1), r, 0);
+    }
+    std::size_t end = output.find('\n', at);
+    if (end == std::string_view::npos) end = output.size();
+    std::string_view line = output.substr(at, end - at);
+    at = end + 1;
+    while (!line.empty() && is_blank(line.back())) line.remove_suffix(1);
+    std::size_t column = 0;
+    for (std::size_t start = 0; start <= line.size();) {
+      std::size_t stop = line.find(' ', start);
+      if (stop == std::string_view::npos) stop = line.size();
+      const std::string_view token = line.substr(start, stop - start);
+      ++column;
+      if (column > cols) {
+        return presentation("line " + std::to_string(r) + " has more than " + std::to_string(cols) + " values", r,
+                            column);
+      }
+      if (token.empty()) {
+        return presentation("line " + std::to_string(r) + (line.empty() ? " is empty" : ": values must be separated by single spaces"), r, column);
+      }
+      if (std::string problem = format_problem(token, certificate.decimals); !problem.empty()) {
+        return presentation("line " + std::to_string(r) + ", value " + std::to_string(column) + ": " + problem, r,
+                            column);
+      }
+      tokens.push_back(token);
+      start = stop + 1;
+    }
+    if (column < cols) {
+      return presentation("line " + std::to_string(r) + " has " + std::to_string(column) + " values, expected " +
+                              std::to_string(cols), r, column + 1);
+    }
+  }
+  for (std::size_t i = at; i < output.size(); ++i) {
+    if (!is_blank(output[i]) && output[i] != '\n') {
+      return presentation("extra output after the " + std::to_string(rows) + " expected lines", rows + 1, 0);
+    }
+  }
+
+  // Pass 2: values, first difference wins.
+  Verdict verdict{VerdictKind::ok, "", 0, 0};
+  std::size_t ambiguous = 0, accepted = 0;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const CellCertificate& cell = certificate.cells[i];
+    const std::size_t row = i / cols + 1, column = i % cols + 1;
+    const std::string where = "row " + std::to_string(row) + ", column " + std::to_string(column) + ": ";
+    ambiguous += cell.ambiguous ? 1 : 0;
+    if (tokens[i] == cell.canonical) continue;
+    if (cell.ambiguous && compare_fixed(tokens[i], cell.lowest) >= 0 && compare_fixed(tokens[i], cell.highest) <= 0) {
+      if (accepted++ == 0) {
+        verdict = {VerdictKind::acceptable,
+                   where + std::string(tokens[i]) + " accepted for canonical " + cell.canonical +
+                       (cell.exact_tie ? " (exact tie)" : " (within the ambiguity band)"),
+                   row, column};
+      }
+      continue;
+    }
+    std::string expected = cell.canonical;
+    if (cell.ambiguous) expected += " (or up to " + cell.lowest + " .. " + cell.highest + ")";
+    return {VerdictKind::wrong_answer, where + "expected " + expected + ", found " + shown(tokens[i]), row, column};
+  }
+  const std::string summary = std::to_string(tokens.size()) + " values, " + std::to_string(ambiguous) + " ambiguous";
+  if (verdict.kind == VerdictKind::ok) {
+    verdict.message = summary + ", all canonical";
+  } else {
+    verdict.message = summary + ", " + std::to_string(accepted) + " non-canonical accepted; first " + verdict.message;
+  }
+  return verdict;
+}
+
+}  // namespace attn::verify

@@ -1,0 +1,70 @@
+// Certification of judge answers: the oracle's canonical strings with their ambiguity bands, and
+// the verdict on a contestant's output text (correct, acceptable, wrong answer, presentation error).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "oracle.hpp"
+#include "problem.hpp"
+
+namespace attn::verify {
+
+/// One output value, certified.
+struct CellCertificate {
+  std::string canonical;    ///< exact value correctly rounded, ties to even, never "-0.00"
+  std::string alternative;  ///< the other acceptable neighbour when ambiguous, else empty
+  std::string lowest;       ///< smallest acceptable string (= canonical unless ambiguous)
+  std::string highest;      ///< largest acceptable string (= canonical unless ambiguous)
+  bool ambiguous = false;   ///< the exact value is within `band` of a rounding boundary
+  bool exact_tie = false;   ///< the exact value is exactly halfway between two roundings
+  bool unresolved = false;  ///< the oracle's cap was reached: a tie or closer than 2^-max_bits
+  Interval value;           ///< outward-rounded enclosure of the exact value
+  double band = 0;          ///< δ: how far a correct double implementation may land from it
+};
+
+/// One attention weight, certified.
+struct WeightCertificate {
+  Interval value;           ///< outward-rounded enclosure of the exact weight; [0, 0] where masked
+  double band = 0;          ///< δ for the weight
+};
+
+/// Every output value and weight of an instance.
+struct Certificate {
+  std::size_t rows = 0;                  ///< B·n
+  std::size_t cols = 0;                  ///< d_v
+  int decimals = 0;
+  std::vector<CellCertificate> cells;    ///< rows x cols
+  std::vector<WeightCertificate> weights;  ///< B x h x n x m
+};
+
+/// Runs the oracle and the bands on every block of the instance.
+[[nodiscard]] Certificate certify(const Instance& instance, const OracleOptions& options = {});
+
+/// The canonical answer text: rows of canonical strings, single spaces, '\n' after each row.
+[[nodiscard]] std::string canonical_text(const Certificate& certificate);
+
+/// Checker outcomes. ok: every value canonical; acceptable: some ambiguous value is the other
+/// neighbour; wrong_answer: a well-formed value outside the acceptable strings; presentation_error:
+/// wrong shape, digit count, "-0.00", exponent, or anything that is not a fixed decimal.
+enum class VerdictKind { ok, acceptable, wrong_answer, presentation_error };
+
+/// "ok", "acceptable", "wrong answer", "presentation error".
+[[nodiscard]] std::string_view verdict_name(VerdictKind kind);
+
+/// A verdict with a one-line reason and the first offending cell (1-based, 0 when none).
+struct Verdict {
+  VerdictKind kind = VerdictKind::ok;
+  std::string message;
+  std::size_t row = 0;
+  std::size_t column = 0;
+};
+
+/// Checks an output text against a certificate. Format is strict: exactly `rows` lines of `cols`
+/// tokens separated by single spaces (trailing spaces, tabs, CR and blank lines at the end
+/// tolerated), each -?(0|[1-9]D*).D{decimals}, no "-0.00". Any bytes are safe.
+[[nodiscard]] Verdict check_output(const Certificate& certificate, std::string_view output);
+
+}  // namespace attn::verify

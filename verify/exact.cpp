@@ -1,0 +1,234 @@
+#include "exact.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+namespace attn::verify {
+
+Integer integer_from_digits(const std::string& digits) {
+  Integer out;
+  // Base 10 explicitly: Boost's string constructor would read "066" as octal.
+  if (mpz_set_str(out.backend().data(), digits.c_str(), 10) != 0) {
+    throw std::invalid_argument("integer_from_digits: not a run of digits");
+  }
+  return out;
+}
+
+Integer power_of_ten(long exponent) {
+  Integer out;
+  mpz_ui_pow_ui(out.backend().data(), 10, static_cast<unsigned long>(exponent));
+  return out;
+}
+
+ScaledDecimal parse_scaled(std::string_view canonical) {
+  ScaledDecimal out;
+  bool negative = false;
+  std::size_t i = 0;
+  if (i < canonical.size() && (canonical[i] == '-' || canonical[i] == '+')) negative = canonical[i++] == '-';
+  std::string digits;
+  digits.reserve(canonical.size());
+  bool seen_point = false;
+  for (; i < canonical.size(); ++i) {
+    const char c = canonical[i];
+    if (c == '.' && !seen_point) {
+      seen_point = true;
+    } else if (c >= '0' && c <= '9') {
+      digits += c;
+      if (seen_point) ++out.exponent;
+    } else {
+      throw std::invalid_argument("parse_scaled: not a plain decimal: " + std::string(canonical.substr(0, 40)));
+    }
+  }
+  if (digits.empty()) throw std::invalid_argument("parse_scaled: empty decimal");
+  out.mantissa = integer_from_digits(digits);
+  if (negative) out.mantissa = -out.mantissa;
+  return out;
+}
+
+ScaledMatrix scale_matrix(const Matrix& matrix) {
+  ScaledMatrix out;
+  out.rows = matrix.rows;
+  out.cols = matrix.cols;
+  std::vector<ScaledDecimal> parsed;
+  parsed.reserve(matrix.text.size());
+  for (const std::string& text : matrix.text) {
+    parsed.push_back(parse_scaled(text));
+    out.exponent = std::max(out.exponent, parsed.back().exponent);
+  }
+  out.values.reserve(parsed.size());
+  for (ScaledDecimal& value : parsed) {
+    if (value.exponent != out.exponent) value.mantissa *= power_of_ten(out.exponent - value.exponent);
+    out.values.push_back(std::move(value.mantissa));
+  }
+  return out;
+}
+
+ExactInstance make_exact(const Instance& instance) {
+  ExactInstance exact;
+  exact.instance = &instance;
+  exact.divisor.kind = instance.scale;
+  exact.divisor.radicand = instance.d_k / instance.heads;
+  if (instance.scale == ScaleKind::explicit_value) exact.divisor.value = parse_scaled(instance.scale_text);
+  for (const BatchItem& item : instance.batch) {
+    exact.Q.push_back(scale_matrix(item.Q));
+    exact.K.push_back(scale_matrix(item.K));
+    exact.V.push_back(scale_matrix(item.V));
+  }
+  return exact;
+}
+
+ExactBlock exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row, std::size_t head) {
+  const Instance& instance = *exact.instance;
+  const ScaledMatrix& Q = exact.Q[batch];
+  const ScaledMatrix& K = exact.K[batch];
+  const ScaledMatrix& V = exact.V[batch];
+  ExactBlock block;
+  block.batch = batch;
+  block.row = row;
+  block.head = head;
+  block.head_k = instance.d_k / instance.heads;
+  block.head_v = instance.d_v / instance.heads;
+  block.dot_exponent = Q.exponent + K.exponent;
+  block.value_exponent = V.exponent;
+  const std::size_t q0 = head * block.head_k;
+  block.keys.reserve(instance.m);
+  block.dot.reserve(instance.m);
+  block.abs_dot.reserve(instance.m);
+  for (std::size_t j = 0; j < instance.m; ++j) {
+    if (!instance.visible(batch, row, j)) continue;
+    Integer dot = 0;
+    Integer abs_dot = 0;
+    for (std::size_t c = q0; c < q0 + block.head_k; ++c) {
+      // In place (mpz_addmul / mpz_submul): no temporary per product.
+      const auto q = Q.at(row, c).backend().data();
+      const auto k = K.at(j, c).backend().data();
+      mpz_addmul(dot.backend().data(), q, k);
+      if (mpz_sgn(q) * mpz_sgn(k) >= 0) {
+        mpz_addmul(abs_dot.backend().data(), q, k);
+      } else {
+        mpz_submul(abs_dot.backend().data(), q, k);
+      }
+    }
+    block.keys.push_back(j);
+    block.dot.push_back(std::move(dot));
+    block.abs_dot.push_back(std::move(abs_dot));
+  }
+
+  // Group equal dot products: sort the visible keys by dot product, largest first, and merge runs.
+  std::vector<std::size_t> order(block.keys.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return block.dot[a] > block.dot[b]; });
+  block.group_of.assign(block.keys.size(), 0);
+  block.group_value_sum.reserve(block.keys.size() * block.head_v);
+  for (std::size_t t : order) {
+    if (block.group_dot.empty() || block.group_dot.back() != block.dot[t]) {
+      block.group_dot.push_back(block.dot[t]);
+      block.group_size.push_back(0);
+      block.group_value_sum.resize(block.group_value_sum.size() + block.head_v);
+    }
+    const std::size_t g = block.group_dot.size() - 1;
+    block.group_of[t] = g;
+    ++block.group_size[g];
+    for (std::size_t c = 0; c < block.head_v; ++c) {
+      block.group_value_sum[g * block.head_v + c] += V.at(block.keys[t], head * block.head_v + c);
+    }
+  }
+  return block;
+}
+
+bool is_rational_cell(const ExactBlock& block, std::size_t c) {
+  // Equal means c_g / n_g = c_0 / n_0, compared without division.
+  for (std::size_t g = 1; g < block.group_dot.size(); ++g) {
+    if (block.value_sum(g, c) * block.group_size[0] != block.value_sum(0, c) * block.group_size[g]) return false;
+  }
+  return true;
+}
+
+Integer round_half_even(const Integer& num, const Integer& den, bool& tie) {
+  Integer quotient;
+  Integer remainder;
+  // Floor division (remainder in [0, den)), so the comparison below is the same for either sign.
+  mpz_fdiv_qr(quotient.backend().data(), remainder.backend().data(), num.backend().data(), den.backend().data());
+  const Integer twice = 2 * remainder;
+  const int half = twice.compare(den);
+  tie = half == 0;
+  if (half > 0 || (half == 0 && mpz_odd_p(quotient.backend().data()))) ++quotient;
+  return quotient;
+}
+
+std::string fixed_text(const Integer& scaled, int decimals) {
+  std::string digits = Integer(abs(scaled)).str();
+  const auto width = static_cast<std::size_t>(decimals) + 1;
+  if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
+  std::string out = scaled < 0 ? "-" : "";
+  out += digits.substr(0, digits.size() - static_cast<std::size_t>(decimals));
+  if (decimals > 0) {
+    out += '.';
+    out += digits.substr(digits.size() - static_cast<std::size_t>(decimals));
+  }
+  return out;
+}
+
+std::string positional_text(bool negative, std::string_view digits, long exponent) {
+  std::string out = negative ? "-" : "";
+  const auto length = static_cast<long>(digits.size());
+  if (exponent <= 0) {
+    out += "0.";
+    out.append(static_cast<std::size_t>(-exponent), '0');
+    out += digits;
+  } else if (exponent >= length) {
+    out += digits;
+    out.append(static_cast<std::size_t>(exponent - length), '0');
+  } else {
+    out += digits.substr(0, static_cast<std::size_t>(exponent));
+    out += '.';
+    out += digits.substr(static_cast<std::size_t>(exponent));
+  }
+  return out;
+}
+
+std::string significant_text(const Integer& num, const Integer& den, int significant) {
+  if (num == 0) return "0";
+  const Integer magnitude = Integer(abs(num));
+  // Find e with 10^(e-1) <= |num|/den < 10^e, starting from the digit counts (off by at most one).
+  long exponent = static_cast<long>(magnitude.str().size()) - static_cast<long>(den.str().size());
+  auto at_least = [&](long e) {  // |num|/den >= 10^e ?
+    return e >= 0 ? magnitude >= den * power_of_ten(e) : magnitude * power_of_ten(-e) >= den;
+  };
+  while (at_least(exponent)) ++exponent;
+  while (!at_least(exponent - 1)) --exponent;
+  // Scale so the first `significant` digits form the integer part, then round once.
+  const long shift = significant - exponent;
+  Integer scaled_num = magnitude;
+  Integer scaled_den = den;
+  if (shift >= 0) {
+    scaled_num *= power_of_ten(shift);
+  } else {
+    scaled_den *= power_of_ten(-shift);
+  }
+  bool tie = false;
+  Integer digits = round_half_even(scaled_num, scaled_den, tie);
+  // Rounding up can carry into a new digit (9.99 -> 10.0): drop the last digit, exponent grows.
+  std::string text = digits.str();
+  if (static_cast<long>(text.size()) > significant) {
+    text.pop_back();
+    ++exponent;
+  }
+  return positional_text(num < 0, text, exponent);
+}
+
+int compare_fixed(std::string_view a, std::string_view b) {
+  const bool a_negative = !a.empty() && a[0] == '-';
+  const bool b_negative = !b.empty() && b[0] == '-';
+  if (a_negative != b_negative) return a_negative ? -1 : 1;
+  if (a_negative) {
+    a.remove_prefix(1);
+    b.remove_prefix(1);
+  }
+  // Same number of decimals and no leading zeros: longer means larger, then digit by digit.
+  int magnitude = a.size() != b.size() ? (a.size() < b.size() ? -1 : 1) : (a < b ? -1 : (a > b ? 1 : 0));
+  return a_negative ? -magnitude : magnitude;
+}
+
+}  // namespace attn::verify

@@ -1,0 +1,112 @@
+// Exact decimal arithmetic for the oracle: inputs as integers over a power of ten, exact dot
+// products grouped by equal score, exact decimal rounding of rationals. Nothing here goes through
+// a double, and nothing here is shared with the production kernel.
+#pragma once
+
+#include <boost/multiprecision/gmp.hpp>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "problem.hpp"
+
+namespace attn::verify {
+
+/// Arbitrary-precision integer (GMP through Boost.Multiprecision).
+using Integer = boost::multiprecision::mpz_int;
+
+/// The integer written by a run of decimal digits (leading zeros allowed; never read as octal).
+[[nodiscard]] Integer integer_from_digits(const std::string& digits);
+
+/// 10^exponent, exponent >= 0.
+[[nodiscard]] Integer power_of_ten(long exponent);
+
+/// An exact decimal: mantissa · 10^-exponent, exponent >= 0.
+struct ScaledDecimal {
+  Integer mantissa;
+  long exponent = 0;
+};
+
+/// Reads a canonical decimal text -?(0|[1-9]D*)(.D+)? (as Matrix::text holds it) exactly.
+[[nodiscard]] ScaledDecimal parse_scaled(std::string_view canonical);
+
+/// A matrix of decimals over one common power of ten: entry (r, c) = values[r·cols + c] · 10^-exponent.
+struct ScaledMatrix {
+  std::size_t rows = 0;
+  std::size_t cols = 0;
+  long exponent = 0;
+  std::vector<Integer> values;
+
+  [[nodiscard]] const Integer& at(std::size_t r, std::size_t c) const { return values[r * cols + c]; }
+};
+
+/// The matrix's exact decimal texts over their largest number of fractional digits.
+[[nodiscard]] ScaledMatrix scale_matrix(const Matrix& matrix);
+
+/// The divisor of the scores, exactly: 1, √radicand (radicand = d_k/h), or a positive decimal.
+struct ExactDivisor {
+  ScaleKind kind = ScaleKind::none;
+  std::size_t radicand = 1;
+  ScaledDecimal value;
+};
+
+/// An instance with every input held exactly. Keeps a pointer to `instance`, which must outlive it.
+struct ExactInstance {
+  const Instance* instance = nullptr;
+  ExactDivisor divisor;
+  std::vector<ScaledMatrix> Q, K, V;  ///< one per batch item
+};
+
+/// Converts every decimal of the instance exactly.
+[[nodiscard]] ExactInstance make_exact(const Instance& instance);
+
+/// One query row and one head: its visible keys, their exact dot products, and the keys grouped
+/// by exactly equal dot product (equal scores), largest first.
+struct ExactBlock {
+  std::size_t batch = 0, row = 0, head = 0;
+  std::size_t head_k = 0;                ///< columns of Q and K in the head (hd)
+  std::size_t head_v = 0;                ///< columns of V and of the output in the head
+  std::vector<std::size_t> keys;         ///< visible keys, in input order
+  std::vector<Integer> dot;              ///< q·k per visible key, over 10^-dot_exponent
+  std::vector<Integer> abs_dot;          ///< Σ_c |q_c k_c| per visible key, over 10^-dot_exponent
+  long dot_exponent = 0;
+  std::vector<std::size_t> group_of;     ///< group index of each visible key
+  std::vector<Integer> group_dot;        ///< the distinct dot products, strictly decreasing
+  std::vector<std::size_t> group_size;   ///< keys per group
+  std::vector<Integer> group_value_sum;  ///< groups x head_v: Σ of V over the group, over 10^-value_exponent
+  long value_exponent = 0;
+
+  [[nodiscard]] const Integer& value_sum(std::size_t group, std::size_t c) const {
+    return group_value_sum[group * head_v + c];
+  }
+};
+
+/// The block of query `row` of batch item `batch` in head `head`.
+[[nodiscard]] ExactBlock exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row,
+                                     std::size_t head);
+
+/// True when output column c of the block is a rational number: every group has the same mean
+/// Σ V / size (see the Lindemann–Weierstrass argument in oracle.cpp). Then the value is that mean.
+[[nodiscard]] bool is_rational_cell(const ExactBlock& block, std::size_t c);
+
+/// num/den (den > 0) rounded to an integer, ties to even; tie is set when num/den is exactly halfway.
+[[nodiscard]] Integer round_half_even(const Integer& num, const Integer& den, bool& tie);
+
+/// scaled · 10^-decimals as fixed text with exactly `decimals` digits after the point; zero is
+/// "0.00", never "-0.00".
+[[nodiscard]] std::string fixed_text(const Integer& scaled, int decimals);
+
+/// Positional text of ±0.d1d2…dN × 10^exponent (MPFR's digit convention): no exponent notation,
+/// every given digit kept.
+[[nodiscard]] std::string positional_text(bool negative, std::string_view digits, long exponent);
+
+/// num/den (den > 0) to `significant` significant digits, correctly rounded (ties to even), in
+/// positional notation; zero is "0".
+[[nodiscard]] std::string significant_text(const Integer& num, const Integer& den, int significant);
+
+/// Numeric order of two fixed texts -?(0|[1-9]D*)(.D+)? with the same number of decimals: -1, 0, 1.
+[[nodiscard]] int compare_fixed(std::string_view a, std::string_view b);
+
+}  // namespace attn::verify

@@ -1,0 +1,230 @@
+#include "generators.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "decimal.hpp"
+#include "instance_io.hpp"
+
+namespace attn::verify {
+namespace {
+
+using rc::gen::arbitrary;
+using rc::gen::element;
+using rc::gen::inRange;
+using rc::gen::just;
+using rc::gen::weightedOneOf;
+
+// How the values of one instance are drawn.
+enum class Structure {
+  plain,             // independent values across the whole range
+  identical_keys,    // every key row equal: uniform weights, output = mean of visible V
+  identical_scores,  // Q = 0: every score 0, same as identical keys through the other side
+  huge_scores,       // |q|, |k| at the limit: scores near ±limit²·d/scale with small gaps
+  score_gaps,        // keys far apart: gaps of thousands, weights underflow to exactly 0
+  boundary_values,   // V on rounding boundaries (x.xx5): exact ties when weights are rational
+  tiny_negatives,    // V near zero and negative: outputs that must not print "-0.00"
+};
+
+// Draws a size: 1 and the limit are edges, otherwise a small value.
+std::size_t draw_size(Profile profile, std::size_t typical, std::size_t limit) {
+  if (profile == Profile::max) return limit;
+  if (profile == Profile::random) return *inRange<std::size_t>(1, limit + 1);
+  const std::size_t small = std::min(typical, limit);
+  return *weightedOneOf<std::size_t>({{7, inRange<std::size_t>(1, small + 1)}, {2, just<std::size_t>(1)},
+                                      {1, just(limit)}});
+}
+
+// The text of mantissa · 10^-fraction, e.g. (-1234, 2) -> "-12.34".
+std::string decimal_text(std::int64_t mantissa, int fraction) {
+  std::string digits = std::to_string(mantissa < 0 ? -mantissa : mantissa);
+  if (fraction > 0) {
+    if (digits.size() <= static_cast<std::size_t>(fraction)) {
+      digits.insert(0, static_cast<std::size_t>(fraction) + 1 - digits.size(), '0');
+    }
+    digits.insert(digits.size() - static_cast<std::size_t>(fraction), ".");
+  }
+  return (mantissa < 0 ? "-" : "") + digits;
+}
+
+// The largest mantissa m with m · 10^-fraction <= bound (bound canonical, generation capped at 1e6).
+std::int64_t mantissa_bound(const std::string& bound, int fraction) {
+  const double value = std::min(std::stod(bound), 1e6);
+  auto m = static_cast<std::int64_t>(std::floor(value * std::pow(10.0, fraction)));
+  while (m > 0 && compare_magnitude(decimal_text(m, fraction), bound) > 0) --m;
+  return m;
+}
+
+// One value within |x| <= bound.
+std::string draw_value(const std::string& bound, int fraction, Structure structure, int decimals) {
+  const std::int64_t top = mantissa_bound(bound, fraction);
+  switch (structure) {
+    case Structure::huge_scores: {
+      const std::int64_t edge = *weightedOneOf<std::int64_t>(
+          {{4, just(top)}, {2, inRange<std::int64_t>(std::max<std::int64_t>(top - 3, 0), top + 1)}, {1, just<std::int64_t>(0)}});
+      return decimal_text(*arbitrary<bool>() ? -edge : edge, fraction);
+    }
+    case Structure::boundary_values: {
+      // decimals + 1 fraction digits ending in 5: halfway between two outputs.
+      const int f = decimals + 1;
+      const std::int64_t limit = mantissa_bound(bound, f);
+      std::int64_t m = *inRange<std::int64_t>(-limit / 10, limit / 10 + 1) * 10 + 5;
+      if (m > limit) m -= 10;
+      return decimal_text(m, f);
+    }
+    case Structure::tiny_negatives: {
+      const int f = decimals + 2;
+      return decimal_text(-*inRange<std::int64_t>(0, std::min<std::int64_t>(150, mantissa_bound(bound, f)) + 1), f);
+    }
+    default: break;
+  }
+  return *weightedOneOf<std::string>({
+      {5, rc::gen::map(inRange<std::int64_t>(-top, top + 1), [fraction](std::int64_t m) { return decimal_text(m, fraction); })},
+      {3, rc::gen::map(inRange<std::int64_t>(-3, 4), [](std::int64_t m) { return std::to_string(m); })},
+      {1, element<std::string>("0", "-0")},
+      {1, rc::gen::map(element<std::int64_t>(-top, top), [fraction](std::int64_t m) { return decimal_text(m, fraction); })},
+  });
+}
+
+void append_rows(std::string& out, const std::vector<std::string>& values, std::size_t cols) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    out += values[i];
+    out += (i + 1) % cols == 0 ? '\n' : ' ';
+  }
+}
+
+std::vector<std::string> draw_matrix(std::size_t rows, std::size_t cols, const std::string& bound, int fraction,
+                                     Structure structure, int decimals) {
+  std::vector<std::string> values(rows * cols);
+  for (auto& v : values) v = draw_value(bound, fraction, structure, decimals);
+  return values;
+}
+
+// An n x m 0/1 mask whose rows are random, all zero, or a single visible key.
+std::string draw_mask(Profile profile, std::size_t n, std::size_t m) {
+  const int density = *element(0, 30, 70, 100);
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) {
+    const int mode = profile == Profile::edge ? *weightedOneOf<int>({{6, just(0)}, {1, just(1)}, {2, just(2)}}) : 0;
+    const std::size_t single = mode == 2 ? *inRange<std::size_t>(0, m) : m;
+    for (std::size_t j = 0; j < m; ++j) {
+      bool visible = mode == 0 ? *inRange(0, 100) < density : (mode == 2 && j == single);
+      out += visible ? '1' : '0';
+      out += j + 1 == m ? '\n' : ' ';
+    }
+  }
+  return out;
+}
+
+std::vector<std::size_t> divisors(std::size_t d, std::size_t at_most) {
+  std::vector<std::size_t> out;
+  for (std::size_t h = 1; h <= std::min(d, at_most); ++h) {
+    if (d % h == 0) out.push_back(h);
+  }
+  return out;
+}
+
+std::string draw_text(const GenOptions& options) {
+  const Limits& L = options.limits;
+  const Profile profile = options.profile;
+  const Problem problem = options.problem;
+  std::size_t batch = 1, n = 0, m = 0, d_k = 0, d_v = 0, heads = 1;
+  int decimals = problem == Problem::ai006 ? 4 : 2;
+  std::string mask_kind = problem == Problem::ai031 ? "explicit" : "causal", scale = "sqrt";
+  bool self_form = false;
+  n = draw_size(profile, options.typical_n, L.max_n);
+  d_k = draw_size(profile, options.typical_d, L.max_d);
+  m = n;
+  d_v = d_k;
+  if (problem != Problem::ai006) heads = *rc::gen::elementOf(divisors(d_k, L.max_heads));
+  if (problem == Problem::general) {
+    batch = profile == Profile::max ? L.max_batch : *weightedOneOf<std::size_t>({{4, just<std::size_t>(1)},
+                                                                                 {1, inRange<std::size_t>(1, std::min<std::size_t>(L.max_batch, 3) + 1)}});
+    self_form = *weightedOneOf<bool>({{1, just(true)}, {5, just(false)}});
+    if (!self_form) {
+      m = draw_size(profile, options.typical_n, L.max_m);
+      d_v = heads * draw_size(profile, std::max<std::size_t>(1, options.typical_d / heads), L.max_d / heads);
+    }
+    decimals = std::min(*element(0, 1, 2, 3, 4, 6), L.max_decimals);
+    mask_kind = *element<std::string>("none", "causal", "explicit");
+    scale = *element<std::string>("sqrt", "none", "0.5", "2", "1.5", "0.125");
+    if (scale != "sqrt" && scale != "none" && compare_magnitude(scale, L.max_abs_qk) > 0) scale = "none";
+  }
+  const Structure structure = profile == Profile::edge ? *element(Structure::plain, Structure::plain, Structure::identical_keys,
+                                                                   Structure::identical_scores, Structure::huge_scores,
+                                                                   Structure::score_gaps, Structure::boundary_values,
+                                                                   Structure::tiny_negatives)
+                                                       : Structure::plain;
+  const int fraction = *inRange(0, 4);
+  std::string text;
+  if (problem == Problem::ai006) text = std::to_string(n) + " " + std::to_string(d_k) + "\n";
+  if (problem == Problem::ai031) text = std::to_string(n) + " " + std::to_string(d_k) + " " + std::to_string(heads) + "\n";
+  if (problem == Problem::general) {
+    text = std::to_string(batch) + " " + std::to_string(n) + " " + std::to_string(m) + " " + std::to_string(d_k) + " " +
+           std::to_string(d_v) + " " + std::to_string(heads) + " " + std::to_string(decimals) + "\n" + mask_kind + " " +
+           scale + (self_form ? " self\n" : " qkv\n");
+  }
+  const std::string& bound_qk = L.max_abs_qk;
+  const std::string& bound_v = L.max_abs_v;
+  const std::string& bound_x = compare_magnitude(bound_qk, bound_v) <= 0 ? bound_qk : bound_v;
+  for (std::size_t b = 0; b < batch; ++b) {
+    const Structure qk_structure = structure == Structure::boundary_values || structure == Structure::tiny_negatives
+                                       ? Structure::plain
+                                       : structure;
+    if (self_form) {
+      append_rows(text, draw_matrix(n, d_k, bound_x, fraction, qk_structure, decimals), d_k);
+    } else {
+      auto Q = draw_matrix(n, d_k, bound_qk, fraction, qk_structure, decimals);
+      auto K = draw_matrix(m, d_k, bound_qk, fraction, qk_structure, decimals);
+      if (structure == Structure::identical_keys) {
+        for (std::size_t j = 1; j < m; ++j) std::copy_n(K.begin(), d_k, K.begin() + static_cast<std::ptrdiff_t>(j * d_k));
+      }
+      if (structure == Structure::identical_scores) std::fill(Q.begin(), Q.end(), "0");
+      if (structure == Structure::score_gaps) {
+        // Keys alternate between -limit and +limit in every column: dot products differ by
+        // 2·limit·Σ|q|, gaps of thousands of units of scaled score at the AI006 limits.
+        const std::int64_t top = mantissa_bound(bound_qk, 0);
+        for (std::size_t j = 0; j < m; ++j) {
+          for (std::size_t c = 0; c < d_k; ++c) K[j * d_k + c] = decimal_text(j % 2 ? top : -top, 0);
+        }
+      }
+      append_rows(text, Q, d_k);
+      append_rows(text, K, d_k);
+      append_rows(text, draw_matrix(m, d_v, bound_v, fraction, structure == Structure::huge_scores ? Structure::plain : structure, decimals), d_v);
+    }
+    if (mask_kind == "explicit") text += draw_mask(profile, n, m);
+  }
+  return text;
+}
+
+}  // namespace
+
+GenOptions gen_options(Problem problem, Profile profile) {
+  GenOptions options;
+  options.problem = problem;
+  options.limits = default_limits(problem);
+  options.profile = profile;
+  return options;
+}
+
+Instance instance_from_text(const std::string& text, Problem problem, const Limits& limits) {
+  // Lenient, so that "-0" inputs survive as -0.0; write_instance gives the strict-valid text.
+  auto result = read_instance(text, problem, limits);
+  if (!result) throw std::logic_error("generated an invalid instance: " + result.error().to_string() + "\n" + text);
+  return std::move(result).value();
+}
+
+rc::Gen<Instance> gen_instance(const GenOptions& options) {
+  return rc::gen::exec([options] {
+    return instance_from_text(draw_text(options), options.problem, options.limits);
+  });
+}
+
+Instance sample_instance(const GenOptions& options, std::uint64_t seed) {
+  return gen_instance(options)(rc::Random(seed), rc::kNominalSize).value();
+}
+
+}  // namespace attn::verify

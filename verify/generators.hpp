@@ -1,0 +1,42 @@
+// RapidCheck generators of valid instances, biased to the edges where attention goes wrong.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <cstdint>
+
+#include "problem.hpp"
+
+namespace attn::verify {
+
+/// random: sizes and values spread over the limits; edge: mostly small sizes with the
+/// structures below; max: every size at its limit.
+enum class Profile { random, edge, max };
+
+/// What to generate. Sizes are drawn up to the limits; `typical_*` keep most cases small so the
+/// oracle stays fast, while 1 and the limit itself are drawn as edges.
+struct GenOptions {
+  Problem problem = Problem::general;
+  Limits limits = default_limits(Problem::general);
+  Profile profile = Profile::edge;
+  std::size_t typical_n = 6;
+  std::size_t typical_d = 6;
+};
+
+/// Options for a problem with its default limits.
+[[nodiscard]] GenOptions gen_options(Problem problem, Profile profile = Profile::edge);
+
+/// Valid instances (lenient- and strict-valid under options.limits). The edge profile mixes:
+/// n = 1 and n at the limit, d = 1, non-square d, every divisor h of d (so hd = 1 and h = d),
+/// all-masked rows, single visible keys, identical keys, identical scores, huge scores (|q|,|k| at
+/// the limit: AI006 scaled scores near ±4e6) with small gaps, score gaps of thousands, values on
+/// rounding boundaries, tiny negative outputs, "-0" inputs. Shrinks to smaller valid instances.
+[[nodiscard]] rc::Gen<Instance> gen_instance(const GenOptions& options);
+
+/// The instance `seed` gives: same options and seed, same instance, on any machine.
+[[nodiscard]] Instance sample_instance(const GenOptions& options, std::uint64_t seed);
+
+/// Builds an instance from its text, which must be valid under limits (a generator's contract).
+[[nodiscard]] Instance instance_from_text(const std::string& text, Problem problem, const Limits& limits);
+
+}  // namespace attn::verify

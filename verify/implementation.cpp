@@ -1,0 +1,56 @@
+#include "implementation.hpp"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace attn::verify {
+
+Solution OnlineSoftmaxKernel::run(const Instance& instance) const {
+  const std::size_t n = instance.n, m = instance.m, h = instance.heads;
+  const std::size_t head_k = instance.d_k / h, head_v = instance.d_v / h;
+  Solution solution;
+  solution.rows = instance.batch.size() * n;
+  solution.cols = instance.d_v;
+  solution.values.assign(solution.rows * solution.cols, 0.0);
+  solution.weights.assign(instance.batch.size() * h * n * m, 0.0);
+  const double divisor = instance.scale_divisor();
+  std::vector<double> accumulator(head_v);
+  std::vector<double> dots(m);
+  for (std::size_t b = 0; b < instance.batch.size(); ++b) {
+    const BatchItem& item = instance.batch[b];
+    for (std::size_t g = 0; g < h; ++g) {
+      for (std::size_t i = 0; i < n; ++i) {
+        // One pass: when a larger dot product arrives, rescale what was summed so far.
+        double running_max = -std::numeric_limits<double>::infinity();
+        double running_sum = 0.0;
+        std::fill(accumulator.begin(), accumulator.end(), 0.0);
+        for (std::size_t j = 0; j < m; ++j) {
+          if (!instance.visible(b, i, j)) continue;
+          double dot = 0.0;
+          for (std::size_t c = 0; c < head_k; ++c) dot += item.Q.at(i, g * head_k + c) * item.K.at(j, g * head_k + c);
+          dots[j] = dot;
+          if (dot > running_max) {
+            const double rescale = running_sum == 0.0 ? 0.0 : std::exp((running_max - dot) / divisor);
+            running_sum *= rescale;
+            for (double& a : accumulator) a *= rescale;
+            running_max = dot;
+          }
+          const double e = std::exp((dot - running_max) / divisor);
+          running_sum += e;
+          for (std::size_t c = 0; c < head_v; ++c) accumulator[c] += e * item.V.at(j, g * head_v + c);
+        }
+        if (running_sum == 0.0) continue;  // no visible key: the row stays +0.0
+        double* out = &solution.values[(b * n + i) * instance.d_v + g * head_v];
+        for (std::size_t c = 0; c < head_v; ++c) out[c] = accumulator[c] / running_sum;
+        double* weights = &solution.weights[((b * h + g) * n + i) * m];
+        for (std::size_t j = 0; j < m; ++j) {
+          if (instance.visible(b, i, j)) weights[j] = std::exp((dots[j] - running_max) / divisor) / running_sum;
+        }
+      }
+    }
+  }
+  return solution;
+}
+
+}  // namespace attn::verify
