@@ -10,6 +10,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "checker.hpp"
 #include "cli_runner.hpp"
@@ -62,7 +63,7 @@ TEST(Verdicts, OffByOneInAClearCellIsWrongAnswerWithItsPosition) {
 TEST(Verdicts, PresentationErrors) {
   const Certificate certificate = certificate_of(kAi031Sample, Problem::ai031);
   const std::string second = "\n0.00 2.00 4.00 0.00\n";
-  for (const std::string output : {
+  for (const std::string& output : std::vector<std::string>{
            "1.34 0.66 2.00 2.00\n-0.00 2.00 4.00 0.00\n",   // negative zero
            "1.34 0.66 2.0 2.00" + second,                    // too few decimals
            "1.34 0.66 2.000 2.00" + second,                  // too many decimals

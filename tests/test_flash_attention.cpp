@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -14,6 +15,7 @@
 #include "attention.hpp"
 #include "flash_attention.hpp"
 #include "flash_test_support.hpp"
+#include "oracle.hpp"
 
 namespace attn {
 namespace {
@@ -181,7 +183,7 @@ TEST(OnlineMerge, FullyMaskedRowsAreExactlyPlusZero) {
       for (std::size_t col = 0; col < 2 * 5; ++col) {
         const double item0 = out[(0 * 6 + i) * 10 + col], item1 = out[(1 * 6 + i) * 10 + col];
         EXPECT_TRUE(item1 == 0 && !std::signbit(item1));
-        if (i == 2) EXPECT_TRUE(item0 == 0 && !std::signbit(item0));
+        if (i == 2) { EXPECT_TRUE(item0 == 0 && !std::signbit(item0)); }
       }
   }
   expect_within_bound<float>(c);
@@ -219,6 +221,48 @@ TEST(FlashAttention, Fp32ErrorAtMostTwiceStraightforwardFp32) {
     const ErrorStats plain = error_stats(straightforward_fp32(c), reference.out);
     EXPECT_LE(fast.max, 2 * plain.max) << "mean " << fast.mean << " vs " << plain.mean;
     EXPECT_LE(fast.mean, 2 * plain.mean);
+  }
+}
+
+// ---- The oracle on sampled rows of a long causal sequence.
+
+// Q, K, V as exact decimals k/8 (|k| <= 16): the same values in fp32, fp64 and the oracle.
+Matrix eighths(const std::vector<double>& values, std::size_t rows, std::size_t cols) {
+  Matrix m{rows, cols, values, {}};
+  char text[32];
+  for (double v : values) m.text.emplace_back(text, std::snprintf(text, sizeof text, "%.3f", v));
+  return m;
+}
+
+TEST(FlashOracle, CertifiesSixtyFourSampledRowsAtN4096) {
+  constexpr std::size_t n = 4096, d = 16;
+  Case c = random_case({1, 1, n, n, d, d}, MaskKind::causal, /*seed=*/4096);
+  for (auto* v : {&c.Q, &c.K, &c.V})
+    for (double& x : *v) x = std::round(x * 8) / 8 + 0.0;  // + 0.0: no "-0.000"
+  c.options.threads = 2;
+  Instance instance;
+  instance.problem = Problem::general;
+  instance.n = instance.m = n, instance.d_k = instance.d_v = d, instance.heads = 1;
+  instance.mask = MaskKind::causal, instance.scale = ScaleKind::sqrt_head_dim;  // √16 = 4 = c's divisor
+  instance.decimals = 6;
+  instance.batch.push_back({eighths(c.Q, n, d), eighths(c.K, n, d), eighths(c.V, n, d), {}});
+  const verify::ExactInstance exact = verify::make_exact(instance);
+  const std::vector<float> fast32 = run_fast<float>(c);
+  const std::vector<double> fast64 = run_fast<double>(c);
+  std::mt19937_64 rng(64);
+  for (int sample = 0; sample < 64; ++sample) {
+    const std::size_t i = sample == 0 ? n - 1 : rng() % n;  // the longest row always
+    const verify::ExactBlock block = verify::exact_block(exact, 0, i, 0);
+    const verify::BlockAnswer answer = verify::oracle_block(exact, block, instance.decimals);
+    std::vector<double> weights(n, 0.0);
+    for (std::size_t t = 0; t < block.keys.size(); ++t)
+      weights[block.keys[t]] = (answer.weights[t].lo + answer.weights[t].hi) / 2;
+    for (std::size_t col = 0; col < d; ++col) {
+      const verify::Interval exact_value = answer.cells[col].value;
+      auto distance = [&](double x) { return std::max({exact_value.lo - x, x - exact_value.hi, 0.0}); };
+      EXPECT_LE(distance(fast32[i * d + col]), tolerance<float>(c, weights, 0, i, 0, col, false)) << "row " << i;
+      EXPECT_LE(distance(fast64[i * d + col]), tolerance<double>(c, weights, 0, i, 0, col, false)) << "row " << i;
+    }
   }
 }
 

@@ -37,6 +37,13 @@ Instance two_keys(const std::string& q, const std::string& k0, const std::string
 // ai031 with a single visible key whose V is `v`: the exact output is v itself.
 Instance single_value(const std::string& v) { return parse("1 1 1\n1\n1\n" + v + "\n1\n", Problem::ai031); }
 
+// "value value ... value", count times.
+std::string repeated(const std::string& value, int count) {
+  std::string out = value;
+  for (int i = 1; i < count; ++i) out.append(" ").append(value);
+  return out;
+}
+
 bool within_band(double computed, const Interval& exact, double band) {
   return computed >= exact.lo - band && computed <= exact.hi + band;
 }
@@ -178,17 +185,9 @@ TEST(NegativeValues, TinyNegativesPrintZero) {
 TEST(HugeScores, DominantKeyOnABoundaryIsDecidedExactly) {
   // Row 2 scores 4e6 and -4e6 (|x| = 1000, d = 16, √16 = 4): y = V0 + (V1 - V0)·e^{-8e6}/(1 + e^{-8e6})
   // with V0 = 1.00005 on a boundary. The side is the sign of V1 - V0, not a 2^-11e6 computation.
-  std::string q, k_minus;
-  for (int c = 0; c < 16; ++c) {
-    q += (c ? " " : "") + std::string("1000");
-    k_minus += (c ? " " : "") + std::string("-1000");
-  }
+  const std::string q = repeated("1000", 16), k_minus = repeated("-1000", 16);
   for (const auto& [v1, expected] : {std::pair{"0", "1.0000"}, std::pair{"2", "1.0001"}}) {
-    std::string v0_row, v1_row;
-    for (int c = 0; c < 16; ++c) {
-      v0_row += (c ? " " : "") + std::string("1.00005");
-      v1_row += (c ? " " : "") + std::string(v1);
-    }
+    const std::string v0_row = repeated("1.00005", 16), v1_row = repeated(v1, 16);
     const Instance instance = parse("2 16\n" + q + "\n" + q + "\n" + q + "\n" + k_minus + "\n" + v0_row + "\n" +
                                         v1_row + "\n",
                                     Problem::ai006);
@@ -211,15 +210,8 @@ TEST(HugeScores, DominantKeyOnABoundaryIsDecidedExactly) {
 TEST(HugeScores, NearTiedTopKeysKeepTheBandSmall) {
   // Two keys at scores 4e6 and 4e6 - 0.4: weights ~0.6 / 0.4 of V = ±1000. Worst case of the
   // AI006 limits; the band must stay far below the 5e-5 half-unit of the fourth decimal.
-  std::string q, k0, k1, v0, v1;
-  for (int c = 0; c < 16; ++c) {
-    const std::string sep = c ? " " : "";
-    q += sep + "1000";
-    k0 += sep + "1000";
-    k1 += sep + "999.9999";
-    v0 += sep + "1000";
-    v1 += sep + "-1000";
-  }
+  const std::string q = repeated("1000", 16), k0 = q, k1 = repeated("999.9999", 16), v0 = q,
+                    v1 = repeated("-1000", 16);
   const Instance instance = parse("2 16\n" + q + "\n" + q + "\n" + k0 + "\n" + k1 + "\n" + v0 + "\n" + v1 + "\n",
                                   Problem::ai006);
   const Certificate certificate = certify(instance);
@@ -277,7 +269,7 @@ TEST(General, ExplicitAndNoScaleAndBatches) {
 
 TEST(Band, GammaIsHighamsGamma) {
   EXPECT_GE(gamma(1), kUnitRoundoff / (1 - kUnitRoundoff));
-  EXPECT_LE(gamma(1), kUnitRoundoff * (1 + 1e-15));
+  EXPECT_LE(gamma(1), kUnitRoundoff * (1 + 1e-5));  // the evaluation's safety factor is 1 + 2^-20
   EXPECT_TRUE(std::isinf(gamma(std::size_t{1} << 52)));
 }
 
@@ -288,8 +280,11 @@ std::string random_decimal(std::mt19937_64& rng, long bound, int decimals) {
   for (int i = 0; i < decimals; ++i) scale *= 10;
   const long value = std::uniform_int_distribution<long>(-bound * scale, bound * scale)(rng);
   std::string digits = std::to_string(std::labs(value) % scale);
-  digits.insert(0, static_cast<std::size_t>(decimals) - digits.size(), '0');
-  return (value < 0 ? "-" : "") + std::to_string(std::labs(value) / scale) + (decimals ? "." + digits : "");
+  if (decimals > 0) digits.insert(0, static_cast<std::size_t>(decimals) - digits.size(), '0');
+  std::string out = value < 0 ? "-" : "";
+  out += std::to_string(std::labs(value) / scale);
+  if (decimals > 0) out.append(".").append(digits);
+  return out;
 }
 
 Instance random_instance(std::mt19937_64& rng, Problem problem) {
@@ -300,7 +295,10 @@ Instance random_instance(std::mt19937_64& rng, Problem problem) {
   }
   const long qk_bound = ai031 ? 8 : std::vector<long>{1, 10, 1000}[rng() % 3];
   const int decimals = static_cast<int>(rng() % 4);
-  std::string text = std::to_string(n) + " " + std::to_string(d) + (ai031 ? " " + std::to_string(h) : "") + "\n";
+  std::string text = std::to_string(n);
+  text.append(" ").append(std::to_string(d));
+  if (ai031) text.append(" ").append(std::to_string(h));
+  text += '\n';
   for (int matrix = 0; matrix < 3; ++matrix) {
     for (std::size_t i = 0; i < n * d; ++i) {
       const std::string value = random_decimal(rng, matrix < 2 ? qk_bound : 1000, decimals);

@@ -20,8 +20,8 @@ inline constexpr double kUnitRoundoff = 0x1p-53;
 
 /// δ for each output value (head_v) and each weight (one per visible key) of one block.
 struct BlockBands {
-  std::vector<double> cells;
-  std::vector<double> weights;
+  std::vector<double> cells;    ///< head_v values; 0 for a fully masked row (exactly zero)
+  std::vector<double> weights;  ///< in the block's key order
 };
 
 /// The bands of a block, from its exact data and the oracle's enclosures of it.

@@ -39,6 +39,7 @@ struct ScaledMatrix {
   long exponent = 0;
   std::vector<Integer> values;
 
+  /// The scaled integer of entry (r, c).
   [[nodiscard]] const Integer& at(std::size_t r, std::size_t c) const { return values[r * cols + c]; }
 };
 
@@ -78,6 +79,7 @@ struct ExactBlock {
   std::vector<Integer> group_value_sum;  ///< groups x head_v: Σ of V over the group, over 10^-value_exponent
   long value_exponent = 0;
 
+  /// Σ of V over `group` in head column c, over 10^-value_exponent.
   [[nodiscard]] const Integer& value_sum(std::size_t group, std::size_t c) const {
     return group_value_sum[group * head_v + c];
   }

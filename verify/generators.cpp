@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -167,7 +168,11 @@ std::string draw_text(const GenOptions& options) {
            std::to_string(d_v) + " " + std::to_string(heads) + " " + std::to_string(decimals) + "\n" + mask_kind + " " +
            scale + (self_form ? " self\n" : " qkv\n");
   }
-  const std::string& bound_qk = L.max_abs_qk;
+  // Scores of thousands make the softmax one-hot; smaller |q|, |k| bounds give weights with every
+  // digit in play (where double rounding and near-ties live).
+  std::string bound_qk = *weightedOneOf<std::string>({{2, just(L.max_abs_qk)}, {1, just<std::string>("10")},
+                                                      {1, just<std::string>("1")}});
+  if (compare_magnitude(bound_qk, L.max_abs_qk) > 0) bound_qk = L.max_abs_qk;
   const std::string& bound_v = L.max_abs_v;
   const std::string& bound_x = compare_magnitude(bound_qk, bound_v) <= 0 ? bound_qk : bound_v;
   for (std::size_t b = 0; b < batch; ++b) {
@@ -224,7 +229,16 @@ rc::Gen<Instance> gen_instance(const GenOptions& options) {
 }
 
 Instance sample_instance(const GenOptions& options, std::uint64_t seed) {
+  // RapidCheck keeps the generation context of gen::exec in process-wide state: one at a time.
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
   return gen_instance(options)(rc::Random(seed), rc::kNominalSize).value();
 }
 
 }  // namespace attn::verify
+
+namespace attn {
+void showValue(const Instance& instance, std::ostream& os) {
+  os << "problem " << problem_name(instance.problem) << ":\n" << write_instance(instance);
+}
+}  // namespace attn

@@ -4,6 +4,7 @@
 #include <rapidcheck.h>
 
 #include <cstdint>
+#include <ostream>
 
 #include "problem.hpp"
 
@@ -40,3 +41,8 @@ struct GenOptions {
 [[nodiscard]] Instance instance_from_text(const std::string& text, Problem problem, const Limits& limits);
 
 }  // namespace attn::verify
+
+namespace attn {
+/// How RapidCheck prints an instance in a counterexample: its problem and its canonical text.
+void showValue(const Instance& instance, std::ostream& os);
+}  // namespace attn

@@ -1,6 +1,7 @@
 #include "oracle.hpp"
 
 #include <boost/multiprecision/mpfi.hpp>
+#include <mutex>
 
 #include <algorithm>
 #include <cstring>
@@ -35,10 +36,11 @@ namespace {
 using Real = boost::multiprecision::mpfi_float;
 
 // Boost 1.74 keeps the precision of variable-precision numbers in one process-wide default, so
-// the oracle sets it for the duration of an evaluation (and is therefore not thread-safe).
+// the oracle sets it for the duration of an evaluation, holding a lock meanwhile: evaluations from
+// several threads (stress --jobs) take turns instead of changing each other's precision.
 class PrecisionScope {
  public:
-  explicit PrecisionScope(int bits) : saved_(Real::default_precision()) {
+  explicit PrecisionScope(int bits) : lock_(mutex()), saved_(Real::default_precision()) {
     // Boost takes decimal digits and allocates at least digits10 · 1000/301 bits.
     Real::default_precision(static_cast<unsigned>((bits * 301 + 999) / 1000));
   }
@@ -47,6 +49,11 @@ class PrecisionScope {
   PrecisionScope& operator=(const PrecisionScope&) = delete;
 
  private:
+  static std::recursive_mutex& mutex() {
+    static std::recursive_mutex instance;
+    return instance;
+  }
+  std::unique_lock<std::recursive_mutex> lock_;
   unsigned saved_;
 };
 
@@ -103,6 +110,7 @@ struct Exponentials {
   Real factor;                 ///< 10^-dot_exponent / σ
   std::vector<Real> group;     ///< e^{t_g}, or [0, e^{-L}] for a tail group
   std::vector<bool> tail;
+  Real tail_bound;             ///< [0, e^{-L}]
   Real total;
 };
 
@@ -119,19 +127,19 @@ Integer tail_threshold(const Real& factor, int bits) {
   return floor_of(right_of(gap), MPFR_RNDU);
 }
 
-Exponentials exponentials(const ExactInstance& exact, const ExactBlock& block, int bits) {
+Exponentials exponentials(const ExactInstance& exact, const ExactBlock& block, int bits, bool bound_tail = true) {
   Exponentials out;
   out.factor = score_factor(exact.divisor, block.dot_exponent);
   const Integer threshold = tail_threshold(out.factor, bits);
   // e^{-L} with L = threshold · factor >= (bits + 64)·ln 2, as [0, upper].
-  Real tail_bound = exp(-(from_integer(threshold) * out.factor));
-  mpfr_set_zero(&tail_bound.backend().data()[0].left, 1);
+  out.tail_bound = exp(-(from_integer(threshold) * out.factor));
+  mpfr_set_zero(&out.tail_bound.backend().data()[0].left, 1);
   out.total = 0;
   Integer gap;
   for (std::size_t g = 0; g < block.group_dot.size(); ++g) {
     mpz_sub(gap.backend().data(), block.group_dot[0].backend().data(), block.group_dot[g].backend().data());
-    const bool tail = gap > threshold;
-    out.group.push_back(g == 0 ? Real(1) : tail ? tail_bound : Real(exp(group_argument(block, out.factor, g))));
+    const bool tail = bound_tail && gap > threshold;
+    out.group.push_back(g == 0 ? Real(1) : tail ? out.tail_bound : Real(exp(group_argument(block, out.factor, g))));
     out.tail.push_back(tail);
     out.total += out.group.back() * block.group_size[g];
   }
@@ -151,10 +159,7 @@ Real cell_enclosure(const ExactBlock& block, const Exponentials& e, std::size_t 
       numerator += from_integer(block.value_sum(g, c)) * e.group[g];
     }
   }
-  if (tail_magnitude != 0) {
-    const std::size_t last = e.group.size() - 1;  // the tail groups share one bound
-    numerator += symmetric(Real(from_integer(tail_magnitude) * e.group[last]));
-  }
+  if (tail_magnitude != 0) numerator += symmetric(Real(from_integer(tail_magnitude) * e.tail_bound));
   return numerator / (e.total * unit);
 }
 
@@ -324,7 +329,9 @@ SignificantDigits exact_digits(const ExactInstance& exact, const ExactBlock& blo
   };
   for (int bits = std::max(options.initial_bits, 4 * significant);; bits = std::min(2 * bits, options.max_bits)) {
     PrecisionScope scope(bits);
-    const Real y = cell_enclosure(block, exponentials(exact, block, bits), c,
+    // No tail bound here: a value can be far smaller than e^{-L} (a zero top-group mean), and its
+    // significant digits then come from the tail.
+    const Real y = cell_enclosure(block, exponentials(exact, block, bits, false), c,
                                   from_integer(power_of_ten(block.value_exponent)));
     long lo_exponent = 0;
     long hi_exponent = 0;

@@ -53,5 +53,7 @@ void register_verify(CLI::App& app, Commands& commands);
 void register_oracle(CLI::App& app, Commands& commands);
 void register_check(CLI::App& app, Commands& commands);
 void register_certify(CLI::App& app, Commands& commands);
+void register_gen(CLI::App& app, Commands& commands);
+void register_stress(CLI::App& app, Commands& commands);
 
 }  // namespace attn::cli

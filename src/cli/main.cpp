@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   register_oracle(app, commands);
   register_check(app, commands);
   register_certify(app, commands);
+  register_gen(app, commands);
+  register_stress(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

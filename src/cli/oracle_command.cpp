@@ -118,28 +118,30 @@ int run_check(const ProblemOptions& options, const std::vector<std::string>& fil
   return accepted ? 42 : 43;
 }
 
-// certify: one line per X.in; returns false when the file is wrong or invalid.
-bool certify_file(const std::filesystem::path& input, const ProblemSetup& setup, std::size_t& ambiguous_files) {
+enum class FileOutcome { certified, ambiguous, failed, skipped };
+
+// certify: one line per X.in.
+FileOutcome certify_file(const std::filesystem::path& input, const ProblemSetup& setup) {
   const std::string name = input.filename().string();
   std::filesystem::path answer_path = input;
   answer_path.replace_extension(".ans");
   if (!std::filesystem::exists(answer_path)) answer_path.replace_extension(".out");
   if (!std::filesystem::exists(answer_path)) {
     std::printf("%s: skipped (no .ans or .out beside it)\n", name.c_str());
-    return true;
+    return FileOutcome::skipped;
   }
   const auto instance = load_instance(input.string(), setup, Strictness::strict);
   const auto answer = read_input(answer_path.string());
   if (!instance || !answer) {
     std::printf("%s: invalid input\n", name.c_str());
-    return false;
+    return FileOutcome::failed;
   }
   const Certificate certificate = verify::certify(*instance);
   const Verdict verdict = verify::check_output(certificate, *answer);
   const std::string answer_name = answer_path.filename().string();
   if (verdict.kind == VerdictKind::wrong_answer || verdict.kind == VerdictKind::presentation_error) {
     std::printf("%s: wrong: %s\n", answer_name.c_str(), verdict.message.c_str());
-    return false;
+    return FileOutcome::failed;
   }
   std::string cells;
   for (std::size_t index = 0; index < certificate.cells.size(); ++index) {
@@ -149,12 +151,11 @@ bool certify_file(const std::filesystem::path& input, const ProblemSetup& setup,
   }
   if (cells.empty()) {
     std::printf("%s: certified\n", answer_name.c_str());
-  } else {
-    ++ambiguous_files;
-    std::printf("%s: certified with ambiguous cells%s%s\n", answer_name.c_str(), cells.c_str(),
-                verdict.kind == VerdictKind::acceptable ? (" (" + verdict.message + ")").c_str() : "");
+    return FileOutcome::certified;
   }
-  return true;
+  std::printf("%s: certified with ambiguous cells%s%s\n", answer_name.c_str(), cells.c_str(),
+              verdict.kind == VerdictKind::acceptable ? (" (" + verdict.message + ")").c_str() : "");
+  return FileOutcome::ambiguous;
 }
 
 }  // namespace
@@ -220,10 +221,12 @@ void register_certify(CLI::App& app, Commands& commands) {
                           return 1;
                         }
                         std::sort(inputs.begin(), inputs.end());
-                        std::size_t failed = 0, ambiguous = 0;
-                        for (const auto& input : inputs) failed += certify_file(input, *setup, ambiguous) ? 0 : 1;
-                        std::printf("%zu inputs: %zu certified (%zu with ambiguous cells), %zu wrong or invalid\n",
-                                    inputs.size(), inputs.size() - failed, ambiguous, failed);
+                        std::size_t counts[4] = {0, 0, 0, 0};
+                        for (const auto& input : inputs) ++counts[static_cast<int>(certify_file(input, *setup))];
+                        const auto [certified, ambiguous, failed, skipped] = counts;
+                        std::printf("%zu inputs: %zu certified (%zu with ambiguous cells), %zu wrong or invalid, "
+                                    "%zu without an answer\n",
+                                    inputs.size(), certified + ambiguous, ambiguous, failed, skipped);
                         return failed == 0 ? 0 : 1;
                       }});
 }

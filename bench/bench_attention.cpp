@@ -1,0 +1,172 @@
+// The fast kernel (flash_attention) against an OpenBLAS 3-step baseline (gemm -> row softmax ->
+// gemm) on the same inputs: fp32 and fp64, causal and full, H = 8, n = m in {512, 2048, 8192},
+// head_dim in {64, 128}, 1 and 2 threads. Reports useful GFLOP/s (4·n·m·hd per head for full
+// attention, 2·n·(n+1)·hd for causal: masked scores are not useful work) and, at the end, the
+// ratio fast / baseline per configuration. `bench_attention --peak-rss` instead runs one fp32
+// call at n = 16384 in a fresh process and prints its peak RSS against the size of Q, K, V, O.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "flash_attention.hpp"
+
+namespace {
+
+constexpr std::size_t kHeads = 8;
+constexpr std::uint64_t kSeed = 20240601;  // fixed: every run times the same inputs
+
+template <class T> struct Inputs {
+  std::vector<T> Q, K, V, out;
+};
+
+template <class T> Inputs<T> make_inputs(std::size_t n, std::size_t hd) {
+  std::mt19937_64 rng(kSeed);
+  std::normal_distribution<T> normal(0, 1);
+  Inputs<T> in;
+  for (auto* v : {&in.Q, &in.K, &in.V}) {
+    v->resize(kHeads * n * hd);
+    for (T& x : *v) x = normal(rng);
+  }
+  in.out.assign(kHeads * n * hd, 0);
+  return in;
+}
+
+double useful_flops(std::size_t n, std::size_t hd, bool causal) {
+  const double pairs = causal ? 0.5 * static_cast<double>(n) * static_cast<double>(n + 1) : static_cast<double>(n) * n;
+  return 4.0 * pairs * static_cast<double>(hd) * kHeads;
+}
+
+// Configuration key shared by both implementations, for the ratio table.
+std::string config(const char* precision, const benchmark::State& s) {
+  return std::string(precision) + (s.range(2) ? " causal" : " full  ") + " n=" + std::to_string(s.range(0)) +
+         " hd=" + std::to_string(s.range(1)) + " threads=" + std::to_string(s.range(3));
+}
+
+std::map<std::string, double> flash_rate, baseline_rate;  // useful GFLOP/s per configuration
+
+template <class T> const char* precision_name() { return sizeof(T) == 4 ? "fp32" : "fp64"; }
+
+void record(benchmark::State& state, std::map<std::string, double>& table, const char* precision, double flops,
+            double seconds) {
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  table[config(precision, state)] = flops * 1e-9 * static_cast<double>(state.iterations()) / seconds;
+}
+
+template <class T> void BM_Flash(benchmark::State& state) {
+  const std::size_t n = state.range(0), hd = state.range(1);
+  const bool causal = state.range(2) != 0;
+  Inputs<T> in = make_inputs<T>(n, hd);
+  attn::FlashOptions options;
+  options.mask = causal ? attn::MaskKind::causal : attn::MaskKind::none;
+  options.scale_divisor = std::sqrt(static_cast<double>(hd));
+  options.threads = static_cast<unsigned>(state.range(3));
+  const attn::FlashShape shape{1, kHeads, n, n, hd, hd};
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    if (attn::flash_attention(shape, std::span<const T>(in.Q), in.K, in.V, in.out, options) != attn::FlashStatus::ok)
+      state.SkipWithError("flash_attention refused the call");
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    benchmark::DoNotOptimize(in.out.data());
+  }
+  record(state, flash_rate, precision_name<T>(), useful_flops(n, hd, causal), seconds);
+}
+
+void gemm(bool transpose_b, std::size_t rows, std::size_t cols, std::size_t inner, const float* a, const float* b,
+          float* c) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, rows, cols, inner, 1.0f, a,
+              inner, b, transpose_b ? inner : cols, 0.0f, c, cols);
+}
+void gemm(bool transpose_b, std::size_t rows, std::size_t cols, std::size_t inner, const double* a, const double* b,
+          double* c) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, rows, cols, inner, 1.0, a,
+              inner, b, transpose_b ? inner : cols, 0.0, c, cols);
+}
+
+// The textbook 3-step implementation per head: S = Q·Kᵀ (full n x n, as a BLAS user writes it),
+// masked shifted softmax row by row, O = P·V. The n x n buffer is reused across heads.
+template <class T> void BM_OpenBlas3Step(benchmark::State& state) {
+  const std::size_t n = state.range(0), hd = state.range(1);
+  const bool causal = state.range(2) != 0;
+  Inputs<T> in = make_inputs<T>(n, hd);
+  std::vector<T> scores(n * n);
+  const T inverse = static_cast<T>(1 / std::sqrt(static_cast<double>(hd)));
+  openblas_set_num_threads(static_cast<int>(state.range(3)));
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t h = 0; h < kHeads; ++h) {
+      const std::size_t at = h * n * hd;
+      gemm(true, n, n, hd, &in.Q[at], &in.K[at], scores.data());
+      for (std::size_t i = 0; i < n; ++i) {
+        T* row = &scores[i * n];
+        const std::size_t visible = causal ? i + 1 : n;
+        T top = row[0], total = 0;
+        for (std::size_t j = 1; j < visible; ++j) top = std::max(top, row[j]);
+        for (std::size_t j = 0; j < visible; ++j) total += row[j] = std::exp((row[j] - top) * inverse);
+        for (std::size_t j = 0; j < visible; ++j) row[j] /= total;
+        std::fill(row + visible, row + n, T(0));
+      }
+      gemm(false, n, hd, n, scores.data(), &in.V[at], &in.out[at]);
+    }
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    benchmark::DoNotOptimize(in.out.data());
+  }
+  record(state, baseline_rate, precision_name<T>(), useful_flops(n, hd, causal), seconds);
+}
+
+void grid(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"n", "hd", "causal", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
+  for (long n : {512, 2048, 8192})
+    for (long hd : {64, 128})
+      for (long causal : {1, 0})
+        for (long threads : {1, 2}) b->Args({n, hd, causal, threads});
+}
+
+BENCHMARK(BM_Flash<float>)->Apply(grid);
+BENCHMARK(BM_OpenBlas3Step<float>)->Apply(grid);
+BENCHMARK(BM_Flash<double>)->Apply(grid);
+BENCHMARK(BM_OpenBlas3Step<double>)->Apply(grid);
+
+// One fp32 call at n = 16384, H = 8, hd = 64, 2 threads: peak RSS against the inputs and output.
+int peak_rss() {
+  constexpr std::size_t n = 16384, hd = 64;
+  Inputs<float> in = make_inputs<float>(n, hd);
+  attn::FlashOptions options;
+  options.mask = attn::MaskKind::causal;
+  options.scale_divisor = 8;
+  options.threads = 2;
+  const attn::FlashStatus status =
+      attn::flash_attention({1, kHeads, n, n, hd, hd}, std::span<const float>(in.Q), in.K, in.V, in.out, options);
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const double tensors = 4.0 * kHeads * n * hd * sizeof(float) / (1 << 20);
+  const double peak = static_cast<double>(usage.ru_maxrss) / 1024;  // ru_maxrss is in KiB on Linux
+  std::printf("n=%zu H=%zu hd=%zu fp32: Q+K+V+O = %.1f MiB, peak RSS = %.1f MiB, ratio %.2f (limit 2)\n", n, kHeads,
+              hd, tensors, peak, peak / tensors);
+  return status == attn::FlashStatus::ok && peak <= 2 * tensors ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--peak-rss") == 0) return peak_rss();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  std::printf("\nfast / OpenBLAS 3-step, useful GFLOP/s:\n");
+  for (const auto& [key, fast] : flash_rate)
+    if (const auto base = baseline_rate.find(key); base != baseline_rate.end())
+      std::printf("  %-40s %7.2f / %7.2f = %5.2fx\n", key.c_str(), fast, base->second, fast / base->second);
+  return 0;
+}
