@@ -25,6 +25,9 @@ struct Malformed {
   const char* message;  // exact text after "line L, column C: "
 };
 
+// Test names and failure messages show the case name, not its bytes.
+void PrintTo(const Malformed& c, std::ostream* os) { *os << c.name; }
+
 const std::string kAi031Head = "2 4 2\n1 0 1 1\n0 1 0 0\n1 0 0 0\n0 1 0 0\n2 0 0 4\n0 2 4 0\n";
 
 std::vector<Malformed> malformed_inputs() {
@@ -173,6 +176,9 @@ struct StrictCase {
   std::size_t line;
   std::size_t column;
 };
+
+// Test names and failure messages show the case name, not its bytes.
+void PrintTo(const StrictCase& c, std::ostream* os) { *os << c.name; }
 
 class StrictlyInvalid : public testing::TestWithParam<StrictCase> {};
 

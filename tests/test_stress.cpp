@@ -28,6 +28,9 @@ struct WrongProgram {
   const char* verdict;  // what stress must report
 };
 
+// Test names and failure messages show the case name, not its bytes.
+void PrintTo(const WrongProgram& c, std::ostream* os) { *os << c.name; }
+
 class WrongSolution : public testing::TestWithParam<WrongProgram> {};
 
 TEST_P(WrongSolution, IsCaughtWithASmallCounterexample) {
@@ -61,6 +64,9 @@ struct CorrectProgram {
   const char* problem;
   std::string command;
 };
+
+// Test names and failure messages show the case name, not its bytes.
+void PrintTo(const CorrectProgram& c, std::ostream* os) { *os << c.name; }
 
 class CorrectSolution : public testing::TestWithParam<CorrectProgram> {};
 
