@@ -1,5 +1,9 @@
 #include "implementation.hpp"
 
+#include <stdexcept>
+
+#include "flash_attention.hpp"
+
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -49,6 +53,35 @@ Solution OnlineSoftmaxKernel::run(const Instance& instance) const {
         }
       }
     }
+  }
+  return solution;
+}
+
+Solution FlashKernel::run(const Instance& instance) const {
+  // Instance matrices are [n, H·hd] per batch item: the [B, n, H, d] layout once concatenated.
+  std::vector<double> Q, K, V;
+  std::vector<std::uint8_t> mask;
+  for (const BatchItem& item : instance.batch) {
+    Q.insert(Q.end(), item.Q.values.begin(), item.Q.values.end());
+    K.insert(K.end(), item.K.values.begin(), item.K.values.end());
+    V.insert(V.end(), item.V.values.begin(), item.V.values.end());
+    mask.insert(mask.end(), item.mask.begin(), item.mask.end());
+  }
+  const FlashShape shape{instance.batch.size(), instance.heads, instance.n, instance.m,
+                         instance.d_k / instance.heads, instance.d_v / instance.heads};
+  FlashOptions options;
+  options.layout = TensorLayout::batch_seq_head;
+  options.mask = instance.mask;
+  options.mask_bits = mask;
+  options.scale_divisor = instance.scale_divisor();
+  options.key_tile = key_tile_;
+  options.query_tile = query_tile_;
+  Solution solution;
+  solution.rows = instance.batch.size() * instance.n;
+  solution.cols = instance.d_v;
+  solution.values.assign(solution.rows * solution.cols, 0.0);
+  if (flash_attention(shape, Q, K, V, solution.values, options) != FlashStatus::ok) {
+    throw std::logic_error("flash_attention refused a valid instance");
   }
   return solution;
 }

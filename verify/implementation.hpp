@@ -42,4 +42,18 @@ class OnlineSoftmaxKernel final : public Implementation {
   [[nodiscard]] Solution run(const Instance& instance) const override;
 };
 
+/// The fast tiled kernel (attn::flash_attention, fp64, layout [B, n, H, d]) with small tiles so
+/// that every instance crosses tile boundaries and exercises the online merge. No weights.
+class FlashKernel final : public Implementation {
+ public:
+  explicit FlashKernel(std::size_t key_tile = 3, std::size_t query_tile = 2) : key_tile_(key_tile), query_tile_(query_tile) {}
+  [[nodiscard]] std::string name() const override { return "flash-fp64"; }
+  [[nodiscard]] Solution run(const Instance& instance) const override;
+  [[nodiscard]] bool provides_weights() const override { return false; }
+
+ private:
+  std::size_t key_tile_;
+  std::size_t query_tile_;
+};
+
 }  // namespace attn::verify
