@@ -33,7 +33,8 @@ attn::Limits small_limits() {
 /// A general-problem input text chosen by the bytes; valid by construction.
 std::string build_input(attn::fuzz::ByteSource& bytes) {
   const std::size_t batch = bytes.in_range(1, 2), n = bytes.in_range(1, 4), m = bytes.in_range(1, 4);
-  const std::size_t heads = bytes.in_range(1, 3), d_k = heads * bytes.in_range(1, 2), d_v = heads * bytes.in_range(1, 2);
+  const std::size_t heads = bytes.in_range(1, 3);
+  const std::size_t d_k = heads * bytes.in_range(1, 2), d_v = heads * bytes.in_range(1, 2);
   const std::size_t decimals = bytes.in_range(0, 6);
   const std::size_t mask = bytes.in_range(0, 2);
   const bool self_form = n == m && d_k == d_v && bytes.flag();

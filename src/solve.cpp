@@ -7,14 +7,19 @@
 
 namespace attn {
 
-Solution solve(const Instance& instance, bool with_weights) {
-  const AttentionShape shape{instance.n, instance.m, instance.d_k, instance.d_v, instance.heads};
+Solution zero_solution(const Instance& instance, bool with_weights) {
   Solution solution;
   solution.rows = instance.batch.size() * instance.n;
   solution.cols = instance.d_v;
-  solution.values.resize(solution.rows * solution.cols);
+  solution.values.assign(solution.rows * solution.cols, 0.0);
+  if (with_weights) solution.weights.assign(instance.batch.size() * instance.heads * instance.n * instance.m, 0.0);
+  return solution;
+}
+
+Solution solve(const Instance& instance, bool with_weights) {
+  const AttentionShape shape{instance.n, instance.m, instance.d_k, instance.d_v, instance.heads};
+  Solution solution = zero_solution(instance, with_weights);
   const std::size_t weights_per_item = instance.heads * instance.n * instance.m;
-  if (with_weights) solution.weights.resize(instance.batch.size() * weights_per_item);
   const double divisor = instance.scale_divisor();
   for (std::size_t b = 0; b < instance.batch.size(); ++b) {
     const BatchItem& item = instance.batch[b];

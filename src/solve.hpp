@@ -18,6 +18,9 @@ struct Solution {
   std::vector<double> weights;
 };
 
+/// A zero solution of the instance's shape: B·n x d_v values and, when asked, B x h x n x m weights.
+[[nodiscard]] Solution zero_solution(const Instance& instance, bool with_weights);
+
 /// Runs masked_multihead_attention on every batch item with the instance's mask and scale.
 [[nodiscard]] Solution solve(const Instance& instance, bool with_weights = false);
 

@@ -38,11 +38,7 @@ template <typename Real>
 Solution textbook(const Instance& instance, Bug bug) {
   const std::size_t n = instance.n, m = instance.m, h = instance.heads;
   const std::size_t head_k = instance.d_k / h, head_v = instance.d_v / h;
-  Solution solution;
-  solution.rows = instance.batch.size() * n;
-  solution.cols = instance.d_v;
-  solution.values.assign(solution.rows * solution.cols, 0.0);
-  solution.weights.assign(instance.batch.size() * h * n * m, 0.0);
+  Solution solution = zero_solution(instance, true);
   const Real divisor = bug == Bug::sqrt_d_not_sqrt_hd && instance.scale == ScaleKind::sqrt_head_dim
                            ? static_cast<Real>(std::sqrt(static_cast<double>(instance.d_k)))
                            : static_cast<Real>(instance.scale_divisor());

@@ -284,7 +284,7 @@ std::string error_histogram_svg(const std::vector<double>& ratios) {
   }
   svg << "<line x1='" << left << "' y1='" << bottom << "' x2='" << width - 20 << "' y2='" << bottom
       << "' stroke='black'/>\n<text x='" << left << "' y='" << bottom + 40
-      << "'>bins: exactly 0, then decades [1e-k, 1e-k+1); red: outside the band</text>\n</svg>\n";
+      << "'>bins: 0 = inside the oracle's enclosure of the exact value, then decades [1e-k, 1e-k+1); red: outside the band</text>\n</svg>\n";
   return svg.str();
 }
 

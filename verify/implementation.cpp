@@ -13,11 +13,7 @@ namespace attn::verify {
 Solution OnlineSoftmaxKernel::run(const Instance& instance) const {
   const std::size_t n = instance.n, m = instance.m, h = instance.heads;
   const std::size_t head_k = instance.d_k / h, head_v = instance.d_v / h;
-  Solution solution;
-  solution.rows = instance.batch.size() * n;
-  solution.cols = instance.d_v;
-  solution.values.assign(solution.rows * solution.cols, 0.0);
-  solution.weights.assign(instance.batch.size() * h * n * m, 0.0);
+  Solution solution = zero_solution(instance, true);
   const double divisor = instance.scale_divisor();
   std::vector<double> accumulator(head_v);
   std::vector<double> dots(m);
@@ -76,10 +72,7 @@ Solution FlashKernel::run(const Instance& instance) const {
   options.scale_divisor = instance.scale_divisor();
   options.key_tile = key_tile_;
   options.query_tile = query_tile_;
-  Solution solution;
-  solution.rows = instance.batch.size() * instance.n;
-  solution.cols = instance.d_v;
-  solution.values.assign(solution.rows * solution.cols, 0.0);
+  Solution solution = zero_solution(instance, false);
   if (flash_attention(shape, Q, K, V, solution.values, options) != FlashStatus::ok) {
     throw std::logic_error("flash_attention refused a valid instance");
   }
