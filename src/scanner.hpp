@@ -46,9 +46,10 @@ class Scanner {
 /// A token for an error message: quoted, with control bytes escaped, cut to 40 characters.
 [[nodiscard]] std::string quote_token(std::string_view text);
 
-/// True for the six ASCII whitespace bytes.
+/// True for the six ASCII whitespace bytes: ' ', '\t', '\n', '\v', '\f', '\r' (9-13 and 32).
 [[nodiscard]] constexpr bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+  const auto byte = static_cast<unsigned char>(c);
+  return byte == ' ' || (byte >= '\t' && byte <= '\r');
 }
 
 }  // namespace attn

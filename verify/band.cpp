@@ -80,6 +80,8 @@ class ScaledBounds {
     for (mpfr_ptr x : {unit_down_, unit_up_, value_}) mpfr_init2(x, 128);
     mpfr_set_z(unit_down_, unit.backend().data(), MPFR_RNDD);
     mpfr_set_z(unit_up_, unit.backend().data(), MPFR_RNDU);
+    // 10^e is an exact double for e <= 22 (5^22 < 2^53).
+    unit_double_ = exponent <= 22 ? mpfr_get_d(unit_down_, MPFR_RNDN) : 0;
   }
   ~ScaledBounds() {
     for (mpfr_ptr x : {unit_down_, unit_up_, value_}) mpfr_clear(x);
@@ -92,11 +94,20 @@ class ScaledBounds {
 
  private:
   double bound(const Integer& a, mpfr_rnd_t mode, mpfr_srcptr unit) {
-    mpfr_set_z(value_, a.backend().data(), mode);
+    const mpz_srcptr z = a.backend().data();
+    if (mpz_sgn(z) == 0) return 0;
+    if (unit_double_ != 0 && mpz_sizeinbase(z, 2) <= 53) {
+      // Both operands exact doubles: the quotient rounded to nearest is within half an ulp of the
+      // exact one, so the next double outwards bounds it (a common case, and no MPFR division).
+      const double quotient = mpz_get_d(z) / unit_double_;
+      return std::nextafter(quotient, mode == MPFR_RNDU ? HUGE_VAL : -HUGE_VAL);
+    }
+    mpfr_set_z(value_, z, mode);
     mpfr_div(value_, value_, unit, mode);
     return mpfr_get_d(value_, mode);
   }
   mpfr_t unit_down_, unit_up_, value_;
+  double unit_double_ = 0;  ///< 10^e when exact as a double, else 0
 };
 
 // σ rounded towards `mode`.

@@ -157,10 +157,11 @@ Certificate certify(const Instance& instance, const OracleOptions& options) {
   out.cells.resize(out.rows * out.cols);
   out.weights.resize(instance.batch.size() * instance.heads * instance.n * instance.m);
   RangeFinder ranges(instance.decimals);
+  ExactBlock block;  // reused: its integers keep their storage from block to block
   for (std::size_t b = 0; b < instance.batch.size(); ++b) {
     for (std::size_t i = 0; i < instance.n; ++i) {
       for (std::size_t g = 0; g < instance.heads; ++g) {
-        const ExactBlock block = exact_block(exact, b, i, g);
+        exact_block(exact, b, i, g, block);
         const BlockAnswer answer = oracle_block(exact, block, instance.decimals, options);
         const BlockBands bands = block_bands(exact, block, answer);
         for (std::size_t c = 0; c < block.head_v; ++c) {

@@ -61,6 +61,14 @@ ScaledMatrix scale_matrix(const Matrix& matrix) {
     if (value.exponent != out.exponent) value.mantissa *= power_of_ten(out.exponent - value.exponent);
     out.values.push_back(std::move(value.mantissa));
   }
+  out.narrow.reserve(out.values.size());
+  for (const Integer& value : out.values) {
+    if (mpz_sizeinbase(value.backend().data(), 2) > 26) {  // not surely below 2^26
+      out.narrow.clear();
+      break;
+    }
+    out.narrow.push_back(mpz_get_si(value.backend().data()));
+  }
   return out;
 }
 
@@ -79,11 +87,16 @@ ExactInstance make_exact(const Instance& instance) {
 }
 
 ExactBlock exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row, std::size_t head) {
+  ExactBlock block;
+  exact_block(exact, batch, row, head, block);
+  return block;
+}
+
+void exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row, std::size_t head, ExactBlock& block) {
   const Instance& instance = *exact.instance;
   const ScaledMatrix& Q = exact.Q[batch];
   const ScaledMatrix& K = exact.K[batch];
   const ScaledMatrix& V = exact.V[batch];
-  ExactBlock block;
   block.batch = batch;
   block.row = row;
   block.head = head;
@@ -91,50 +104,84 @@ ExactBlock exact_block(const ExactInstance& exact, std::size_t batch, std::size_
   block.head_v = instance.d_v / instance.heads;
   block.dot_exponent = Q.exponent + K.exponent;
   block.value_exponent = V.exponent;
-  const std::size_t q0 = head * block.head_k;
-  block.keys.reserve(instance.m);
-  block.dot.reserve(instance.m);
-  block.abs_dot.reserve(instance.m);
+  // Integers already in `block` are assigned in place (resize keeps them), so a reused block
+  // allocates next to nothing.
+  block.keys.clear();
   for (std::size_t j = 0; j < instance.m; ++j) {
-    if (!instance.visible(batch, row, j)) continue;
-    Integer dot = 0;
-    Integer abs_dot = 0;
+    if (instance.visible(batch, row, j)) block.keys.push_back(j);
+  }
+  const std::size_t k = block.keys.size();
+  block.dot.resize(k);
+  block.abs_dot.resize(k);
+  const std::size_t q0 = head * block.head_k;
+  // int64 is exact for these sums (see ScaledMatrix::narrow); the general case uses GMP.
+  const bool narrow_dots = !Q.narrow.empty() && !K.narrow.empty() && block.head_k < (std::size_t{1} << 11);
+  for (std::size_t t = 0; t < k; ++t) {
+    const std::size_t j = block.keys[t];
+    if (narrow_dots) {
+      std::int64_t sum = 0, abs_sum = 0;
+      for (std::size_t c = q0; c < q0 + block.head_k; ++c) {
+        const std::int64_t product = Q.narrow[row * Q.cols + c] * K.narrow[j * K.cols + c];
+        sum += product;
+        abs_sum += product < 0 ? -product : product;
+      }
+      mpz_set_si(block.dot[t].backend().data(), sum);
+      mpz_set_si(block.abs_dot[t].backend().data(), abs_sum);
+      continue;
+    }
+    const auto dot = block.dot[t].backend().data();
+    const auto abs_dot = block.abs_dot[t].backend().data();
+    mpz_set_ui(dot, 0);
+    mpz_set_ui(abs_dot, 0);
     for (std::size_t c = q0; c < q0 + block.head_k; ++c) {
       // In place (mpz_addmul / mpz_submul): no temporary per product.
       const auto q = Q.at(row, c).backend().data();
-      const auto k = K.at(j, c).backend().data();
-      mpz_addmul(dot.backend().data(), q, k);
-      if (mpz_sgn(q) * mpz_sgn(k) >= 0) {
-        mpz_addmul(abs_dot.backend().data(), q, k);
+      const auto key = K.at(j, c).backend().data();
+      mpz_addmul(dot, q, key);
+      if (mpz_sgn(q) * mpz_sgn(key) >= 0) {
+        mpz_addmul(abs_dot, q, key);
       } else {
-        mpz_submul(abs_dot.backend().data(), q, k);
+        mpz_submul(abs_dot, q, key);
       }
     }
-    block.keys.push_back(j);
-    block.dot.push_back(std::move(dot));
-    block.abs_dot.push_back(std::move(abs_dot));
   }
 
   // Group equal dot products: sort the visible keys by dot product, largest first, and merge runs.
-  std::vector<std::size_t> order(block.keys.size());
+  std::vector<std::size_t> order(k);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return block.dot[a] > block.dot[b]; });
-  block.group_of.assign(block.keys.size(), 0);
-  block.group_value_sum.reserve(block.keys.size() * block.head_v);
-  for (std::size_t t : order) {
-    if (block.group_dot.empty() || block.group_dot.back() != block.dot[t]) {
-      block.group_dot.push_back(block.dot[t]);
-      block.group_size.push_back(0);
-      block.group_value_sum.resize(block.group_value_sum.size() + block.head_v);
+  block.group_of.assign(k, 0);
+  std::size_t groups = 0;
+  for (std::size_t i = 0; i < k; ++i) {
+    if (i == 0 || block.dot[order[i]] != block.dot[order[i - 1]]) ++groups;
+    block.group_of[order[i]] = groups - 1;
+  }
+  block.group_dot.resize(groups);
+  block.group_size.assign(groups, 0);
+  for (std::size_t t = 0; t < k; ++t) {
+    block.group_dot[block.group_of[t]] = block.dot[t];
+    ++block.group_size[block.group_of[t]];
+  }
+  // Σ V per group and head column; in int64 when V is narrow and fewer than 2^37 keys are summed.
+  const std::size_t cells = groups * block.head_v;
+  const std::size_t v0 = head * block.head_v;
+  block.group_value_sum.resize(cells);
+  if (!V.narrow.empty() && k < (std::size_t{1} << 37)) {
+    std::vector<std::int64_t> sums(cells, 0);
+    for (std::size_t t = 0; t < k; ++t) {
+      for (std::size_t c = 0; c < block.head_v; ++c) {
+        sums[block.group_of[t] * block.head_v + c] += V.narrow[block.keys[t] * V.cols + v0 + c];
+      }
     }
-    const std::size_t g = block.group_dot.size() - 1;
-    block.group_of[t] = g;
-    ++block.group_size[g];
-    for (std::size_t c = 0; c < block.head_v; ++c) {
-      block.group_value_sum[g * block.head_v + c] += V.at(block.keys[t], head * block.head_v + c);
+    for (std::size_t i = 0; i < cells; ++i) mpz_set_si(block.group_value_sum[i].backend().data(), sums[i]);
+  } else {
+    for (Integer& sum : block.group_value_sum) mpz_set_ui(sum.backend().data(), 0);
+    for (std::size_t t = 0; t < k; ++t) {
+      for (std::size_t c = 0; c < block.head_v; ++c) {
+        block.group_value_sum[block.group_of[t] * block.head_v + c] += V.at(block.keys[t], v0 + c);
+      }
     }
   }
-  return block;
 }
 
 bool is_rational_cell(const ExactBlock& block, std::size_t c) {

@@ -6,6 +6,7 @@
 #include <boost/multiprecision/gmp.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,9 @@ struct ScaledMatrix {
   std::size_t cols = 0;
   long exponent = 0;
   std::vector<Integer> values;
+  /// The values again as int64 when every |value| < 2^26, else empty: exact_block then sums in
+  /// int64 (hd < 2^11 products < 2^52 each, or fewer than 2^37 values, cannot overflow).
+  std::vector<std::int64_t> narrow;
 
   /// The scaled integer of entry (r, c).
   [[nodiscard]] const Integer& at(std::size_t r, std::size_t c) const { return values[r * cols + c]; }
@@ -88,6 +92,10 @@ struct ExactBlock {
 /// The block of query `row` of batch item `batch` in head `head`.
 [[nodiscard]] ExactBlock exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row,
                                      std::size_t head);
+
+/// The same block written into `out`, reusing its storage (a loop over blocks then allocates
+/// almost nothing).
+void exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row, std::size_t head, ExactBlock& out);
 
 /// True when output column c of the block is a rational number: every group has the same mean
 /// Σ V / size (see the Lindemann–Weierstrass argument in oracle.cpp). Then the value is that mean.

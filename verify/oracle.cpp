@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 // The exact value of an output cell, and why ties can be decided exactly.
@@ -266,8 +269,15 @@ struct FastBounds {
   double hi = 0;
 };
 
-double down(double x) { return std::nextafter(x, -HUGE_VAL); }
-double up(double x) { return std::nextafter(x, HUGE_VAL); }
+// The neighbouring double below / above a finite x, by its bit pattern (std::nextafter is a libm
+// call, and these run for every operation).
+double down(double x) {
+  if (!std::isfinite(x)) return std::nextafter(x, -HUGE_VAL);
+  if (x == 0) return -std::numeric_limits<double>::denorm_min();
+  const auto bits = std::bit_cast<std::uint64_t>(x);
+  return std::bit_cast<double>(x > 0 ? bits - 1 : bits + 1);
+}
+double up(double x) { return -down(-x); }
 
 FastBounds operator+(FastBounds a, FastBounds b) { return {down(a.lo + b.lo), up(a.hi + b.hi)}; }
 
@@ -495,10 +505,11 @@ OracleAnswer oracle(const Instance& instance, const OracleOptions& options) {
   answer.decimals = instance.decimals;
   answer.cells.resize(answer.rows * answer.cols);
   answer.weights.resize(instance.batch.size() * instance.heads * instance.n * instance.m);
+  ExactBlock block;  // reused: its integers keep their storage from block to block
   for (std::size_t b = 0; b < instance.batch.size(); ++b) {
     for (std::size_t i = 0; i < instance.n; ++i) {
       for (std::size_t g = 0; g < instance.heads; ++g) {
-        const ExactBlock block = exact_block(exact, b, i, g);
+        exact_block(exact, b, i, g, block);
         BlockAnswer part = oracle_block(exact, block, instance.decimals, options);
         for (std::size_t c = 0; c < block.head_v; ++c) {
           answer.cells[(b * instance.n + i) * answer.cols + g * block.head_v + c] = std::move(part.cells[c]);
