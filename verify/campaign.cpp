@@ -95,7 +95,7 @@ void samples_stage(const CampaignOptions& options, StageResult& result) {
 // The property suite at campaign size against the production kernel.
 void properties_stage(const CampaignOptions& options, StageResult& result) {
   CheckOptions check;
-  check.cases = options.quick ? 100 : 1000;
+  check.cases = options.quick ? 100 : 5000;  // 50x RapidCheck's default per property and problem
   const CheckReport report = check_implementation(ProductionKernel{}, check);
   int failed = 0;
   for (const PropertyOutcome& outcome : report.outcomes) {
@@ -114,7 +114,7 @@ void properties_stage(const CampaignOptions& options, StageResult& result) {
 
 // Kernel versus oracle on generated cases: |error| / δ per value, and the printed verdict.
 void agreement_stage(const CampaignOptions& options, StageResult& result, std::vector<double>& ratios) {
-  const int per_profile = options.quick ? 15 : 150;
+  const int per_profile = options.quick ? 15 : 500;
   const int total = per_profile * 9;
   int done = 0, rejected = 0, ambiguous = 0;
   double worst = 0, sum = 0;
@@ -207,7 +207,7 @@ void stress_stage(const CampaignOptions& options, StageResult& result) {
     if (problem == Problem::general) {
       stress_options.command += " --max-n 32 --max-m 32 --max-d 16 --max-batch 2 --max-decimals 6";
     }
-    stress_options.cases = options.quick ? 60 : 400;
+    stress_options.cases = options.quick ? 60 : 1000;
     stress_options.seed = 77;
     stress_options.jobs = 2;
     const StressReport report = stress(stress_options);
