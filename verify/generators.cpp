@@ -59,35 +59,43 @@ std::int64_t mantissa_bound(const std::string& bound, int fraction) {
   return m;
 }
 
-// One value within |x| <= bound.
-std::string draw_value(const std::string& bound, int fraction, Structure structure, int decimals) {
-  const std::int64_t top = mantissa_bound(bound, fraction);
+// Mantissa bounds of one matrix, computed once (not per value).
+struct ValueRange {
+  int fraction = 0;
+  std::int64_t top = 0;        // |mantissa| bound at `fraction` digits
+  std::int64_t tie_top = 0;    // at decimals + 1 digits (boundary values)
+  std::int64_t tiny_top = 0;   // at decimals + 2 digits (tiny negatives)
+  int decimals = 0;
+};
+
+ValueRange value_range(const std::string& bound, int fraction, int decimals) {
+  return {fraction, mantissa_bound(bound, fraction), mantissa_bound(bound, decimals + 1),
+          std::min<std::int64_t>(150, mantissa_bound(bound, decimals + 2)), decimals};
+}
+
+// One value within the range. One category draw and one value draw: generation runs once per
+// number of every generated instance, so it stays cheap.
+std::string draw_value(const ValueRange& r, Structure structure) {
   switch (structure) {
     case Structure::huge_scores: {
-      const std::int64_t edge = *weightedOneOf<std::int64_t>(
-          {{4, just(top)}, {2, inRange<std::int64_t>(std::max<std::int64_t>(top - 3, 0), top + 1)}, {1, just<std::int64_t>(0)}});
-      return decimal_text(*arbitrary<bool>() ? -edge : edge, fraction);
+      const int kind = *inRange(0, 7);  // 4/7 at the limit, 2/7 just below, 1/7 zero
+      const std::int64_t edge = kind < 4 ? r.top : kind < 6 ? std::max<std::int64_t>(r.top - *inRange(1, 4), 0) : 0;
+      return decimal_text(*arbitrary<bool>() ? -edge : edge, r.fraction);
     }
     case Structure::boundary_values: {
       // decimals + 1 fraction digits ending in 5: halfway between two outputs.
-      const int f = decimals + 1;
-      const std::int64_t limit = mantissa_bound(bound, f);
-      std::int64_t m = *inRange<std::int64_t>(-limit / 10, limit / 10 + 1) * 10 + 5;
-      if (m > limit) m -= 10;
-      return decimal_text(m, f);
+      std::int64_t m = *inRange<std::int64_t>(-r.tie_top / 10, r.tie_top / 10 + 1) * 10 + 5;
+      if (m > r.tie_top) m -= 10;
+      return decimal_text(m, r.decimals + 1);
     }
-    case Structure::tiny_negatives: {
-      const int f = decimals + 2;
-      return decimal_text(-*inRange<std::int64_t>(0, std::min<std::int64_t>(150, mantissa_bound(bound, f)) + 1), f);
-    }
+    case Structure::tiny_negatives: return decimal_text(-*inRange<std::int64_t>(0, r.tiny_top + 1), r.decimals + 2);
     default: break;
   }
-  return *weightedOneOf<std::string>({
-      {5, rc::gen::map(inRange<std::int64_t>(-top, top + 1), [fraction](std::int64_t m) { return decimal_text(m, fraction); })},
-      {3, rc::gen::map(inRange<std::int64_t>(-3, 4), [](std::int64_t m) { return std::to_string(m); })},
-      {1, element<std::string>("0", "-0")},
-      {1, rc::gen::map(element<std::int64_t>(-top, top), [fraction](std::int64_t m) { return decimal_text(m, fraction); })},
-  });
+  const int kind = *inRange(0, 10);  // 5/10 anywhere, 3/10 small integers, 1/10 zeros, 1/10 extremes
+  if (kind < 5) return decimal_text(*inRange<std::int64_t>(-r.top, r.top + 1), r.fraction);
+  if (kind < 8) return std::to_string(*inRange(-3, 4));
+  if (kind < 9) return *arbitrary<bool>() ? "-0" : "0";
+  return decimal_text(*arbitrary<bool>() ? -r.top : r.top, r.fraction);
 }
 
 void append_rows(std::string& out, const std::vector<std::string>& values, std::size_t cols) {
@@ -100,7 +108,8 @@ void append_rows(std::string& out, const std::vector<std::string>& values, std::
 std::vector<std::string> draw_matrix(std::size_t rows, std::size_t cols, const std::string& bound, int fraction,
                                      Structure structure, int decimals) {
   std::vector<std::string> values(rows * cols);
-  for (auto& v : values) v = draw_value(bound, fraction, structure, decimals);
+  const ValueRange range = value_range(bound, fraction, decimals);
+  for (auto& v : values) v = draw_value(range, structure);
   return values;
 }
 
