@@ -16,15 +16,6 @@ struct AttentionShape {
   std::size_t n = 0, m = 0, d_k = 0, d_v = 0, heads = 1;
 };
 
-/// Which keys each query sees: everything, j <= i, or an n x m row-major 0/1 matrix.
-struct MaskView {
-  MaskKind kind = MaskKind::none;
-  std::span<const std::uint8_t> bits;
-  [[nodiscard]] bool visible(std::size_t i, std::size_t j, std::size_t m) const {
-    return kind == MaskKind::none || (kind == MaskKind::causal ? j <= i : bits[i * m + j] != 0);
-  }
-};
-
 /// out[i][g·d_v/h + c] = Σ_j w_gij · V[j][g·d_v/h + c] with w_gi = softmax over visible j of
 /// (Q[i]·K[j] restricted to head g's block) / scale_divisor. A row with no visible key is exactly
 /// +0.0 and skips the softmax. out is n x d_v; weights, when non-empty, is h x n x m (0 where masked).

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,16 @@ enum class ScaleKind { none, sqrt_head_dim, explicit_value };
 /// "ai006" | "ai031" | "general" -> Problem.
 [[nodiscard]] std::optional<Problem> problem_from_name(std::string_view name);
 [[nodiscard]] std::string_view problem_name(Problem problem);
+
+/// Which keys each query sees: everything, j <= i (causal), or an n x m row-major 0/1 matrix.
+/// The one definition of visibility: the kernel and Instance::visible both ask it.
+struct MaskView {
+  MaskKind kind = MaskKind::none;
+  std::span<const std::uint8_t> bits;
+  [[nodiscard]] bool visible(std::size_t i, std::size_t j, std::size_t m) const {
+    return kind == MaskKind::none || (kind == MaskKind::causal ? j <= i : bits[i * m + j] != 0);
+  }
+};
 
 /// Size and value limits. Sizes are checked before anything is allocated; values exactly (decimal).
 struct Limits {
@@ -74,12 +85,7 @@ struct Instance {
   [[nodiscard]] double scale_divisor() const;
   /// Can query i see key j in batch item b?
   [[nodiscard]] bool visible(std::size_t b, std::size_t i, std::size_t j) const {
-    switch (mask) {
-      case MaskKind::none: return true;
-      case MaskKind::causal: return j <= i;
-      case MaskKind::explicit_mask: return batch[b].mask[i * m + j] != 0;
-    }
-    return false;
+    return MaskView{mask, batch[b].mask}.visible(i, j, m);
   }
 };
 
