@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -25,6 +26,28 @@ inline std::string slurp(const std::string& path) {
   buffer << file.rdbuf();
   return buffer.str();
 }
+
+/// A scratch directory under /tmp, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    char name[] = "/tmp/attncheck-test-XXXXXX";
+    path_ = mkdtemp(name);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  /// Writes `contents` to a file of the directory and returns its path.
+  std::string file(const std::string& name, const std::string& contents) const {
+    const std::string path = path_ + "/" + name;
+    std::ofstream(path, std::ios::binary) << contents;
+    return path;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 /// Runs `attncheck ARGS` through /bin/sh with `input` on stdin.
 inline Process run_attncheck(const std::string& args, const std::string& input) {

@@ -9,9 +9,12 @@
 #include "format.hpp"
 #include "instance_io.hpp"
 #include "solve.hpp"
+#include "lesson_samples.hpp"
 
 namespace attn {
 namespace {
+
+using testing_support::kAi031Sample;
 
 // The lesson's §05 example: n = 3, d = 2, Q = K = [[1,0],[0,1],[1,1]], V = [[1,2],[3,4],[5,6]].
 const std::vector<double> kQK = {1, 0, 0, 1, 1, 1};
@@ -65,7 +68,6 @@ TEST(LessonSamples, Ai006Sample2) {
   EXPECT_EQ(solve_text("3 1\n1\n1\n1\n0\n0\n10\n1\n2\n100\n", Problem::ai006), "1.0000\n1.5000\n99.9911\n");
 }
 
-const std::string kAi031Sample = "2 4 2\n1 0 1 1\n0 1 0 0\n1 0 0 0\n0 1 0 0\n2 0 0 4\n0 2 4 0\n1 1\n0 1\n";
 
 TEST(LessonSamples, Ai031Sample) {
   EXPECT_EQ(solve_text(kAi031Sample, Problem::ai031), "1.34 0.66 2.00 2.00\n0.00 2.00 4.00 0.00\n");

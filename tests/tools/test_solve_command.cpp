@@ -4,13 +4,15 @@
 #include <algorithm>
 
 #include "cli_runner.hpp"
+#include "lesson_samples.hpp"
 
 namespace attn {
 namespace {
 
+using testing_support::kAi031Sample;
+
 using testing_support::run_attncheck;
 
-const std::string kAi031Sample = "2 4 2\n1 0 1 1\n0 1 0 0\n1 0 0 0\n0 1 0 0\n2 0 0 4\n0 2 4 0\n1 1\n0 1\n";
 
 TEST(SolveCommand, PrintsTheLessonAnswersByteForByte) {
   auto p = run_attncheck("solve --problem ai031", kAi031Sample);

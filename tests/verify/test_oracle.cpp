@@ -14,9 +14,12 @@
 #include "instance_io.hpp"
 #include "oracle.hpp"
 #include "solve.hpp"
+#include "lesson_samples.hpp"
 
 namespace attn::verify {
 namespace {
+
+using testing_support::kAi031Sample;
 
 Instance parse(const std::string& text, Problem problem) {
   auto instance = read_instance(text, problem, default_limits(problem));
@@ -51,7 +54,6 @@ bool within_band(double computed, const Interval& exact, double band) {
 // The lesson's samples (corpus/samples), answers as the lesson prints them.
 const std::string kSample2 = "3 1\n1\n1\n1\n0\n0\n10\n1\n2\n100\n";
 const std::string kThreeByTwo = "3 2\n1 0\n0 1\n1 1\n1 0\n0 1\n1 1\n1 2\n3 4\n5 6\n";
-const std::string kAi031Sample = "2 4 2\n1 0 1 1\n0 1 0 0\n1 0 0 0\n0 1 0 0\n2 0 0 4\n0 2 4 0\n1 1\n0 1\n";
 
 TEST(LessonAi006, Sample2ThirdValueToThirtyDigits) {
   const Instance instance = parse(kSample2, Problem::ai006);

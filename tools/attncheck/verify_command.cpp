@@ -36,7 +36,7 @@ int run_verify(const VerifyFlags& flags) {
   options.samples_dir = (fs::path(flags.source) / "corpus" / "samples").string();
   options.corpus_dir = (fs::path(flags.source) / "corpus").string();
   options.replay_dir = (build / "fuzz").string();
-  options.fuzzer_dir = (build / "clang-fuzz" / "fuzz").string();
+  options.fuzzer_dir = (build.parent_path() / "fuzz" / "fuzz").string();  // the fuzz preset
   options.solver_command = (build / "attncheck").string() + " solve";
   options.log = [](const std::string& line) {
     std::printf("%s\n", line.c_str());
