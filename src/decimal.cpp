@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "scanner.hpp"
+
 namespace attn {
 namespace {
-
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 // Exponents are read with saturation: anything past this is out of range either way.
 constexpr std::int64_t kExponentSaturation = 1'000'000'000;

@@ -46,6 +46,9 @@ class Scanner {
 /// A token for an error message: quoted, with control bytes escaped, cut to 40 characters.
 [[nodiscard]] std::string quote_token(std::string_view text);
 
+/// True for the ASCII digits '0'..'9' (never locale-dependent, unlike std::isdigit).
+[[nodiscard]] constexpr bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
 /// True for the six ASCII whitespace bytes: ' ', '\t', '\n', '\v', '\f', '\r' (9-13 and 32).
 [[nodiscard]] constexpr bool is_space(char c) {
   const auto byte = static_cast<unsigned char>(c);
