@@ -1,6 +1,6 @@
 // The fixed-decimal formatter (format_fixed, format_rows). Input: byte 0 picks decimals in
 // [-1, kMaxDecimals + 1] (the ends are invalid), byte 1 the columns, then 8-byte IEEE doubles.
-// Properties: non-finite values and invalid decimals throw std::domain_error; otherwise the text
+// Properties: non-finite values and invalid decimals throw ContractError; otherwise the text
 // is -?(0|[1-9]D*)(.D{k})?, never "-0…", and is the exact binary value rounded once to k decimals,
 // ties to even (checked exactly with big integers, not with another formatter); format_rows is
 // format_fixed joined by single spaces and '\n'.
@@ -9,11 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "format.hpp"
+#include "result.hpp"
 #include "fuzz_check.hpp"
 
 namespace {
@@ -70,10 +70,10 @@ void check_rounding(const std::string& text, double x, int decimals) {
   if (abs(difference) == half) require((printed & 1) == 0, "ties go to even", text);
 }
 
-bool throws_domain_error(double x, int decimals) {
+bool throws_contract_error(double x, int decimals) {
   try {
     (void)attn::format_fixed(x, decimals);
-  } catch (const std::domain_error&) {
+  } catch (const attn::ContractError&) {
     return true;
   }
   return false;
@@ -94,7 +94,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (std::size_t i = 0; i < values.size(); ++i) {
     const double x = values[i];
     if (!std::isfinite(x) || decimals < 0 || decimals > attn::kMaxDecimals) {
-      require(throws_domain_error(x, decimals), "non-finite value or bad decimals throws domain_error");
+      require(throws_contract_error(x, decimals), "non-finite value or bad decimals throws ContractError");
       all_valid = false;
       continue;
     }

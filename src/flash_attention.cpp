@@ -122,11 +122,13 @@ FlashStatus run(const FlashShape& sh, std::span<const T> Q, std::span<const T> K
   return FlashStatus::ok;
 }
 
-template <class T> void exp_run(std::span<const T> x, std::span<T> out, SimdLevel level) {
+template <class T> FlashStatus exp_run(std::span<const T> x, std::span<T> out, SimdLevel level) {
   level = resolve(level);
-  if (!simd_level_supported(level) || out.size() != x.size()) return;
+  if (!simd_level_supported(level)) return FlashStatus::simd_unsupported;
+  if (out.size() != x.size()) return FlashStatus::size_mismatch;
   const ExpFunction<T> f = level == SimdLevel::avx512 ? exp_avx512<T> : level == SimdLevel::avx2 ? exp_avx2<T> : exp_baseline<T>;
   f(x.data(), out.data(), x.size());
+  return FlashStatus::ok;
 }
 
 }  // namespace
@@ -159,8 +161,10 @@ bool simd_level_supported(SimdLevel level) {
   return false;
 }
 
-void kernel_exp(std::span<const float> x, std::span<float> out, SimdLevel level) { exp_run(x, out, level); }
-void kernel_exp(std::span<const double> x, std::span<double> out, SimdLevel level) { exp_run(x, out, level); }
+FlashStatus kernel_exp(std::span<const float> x, std::span<float> out, SimdLevel level) { return exp_run(x, out, level); }
+FlashStatus kernel_exp(std::span<const double> x, std::span<double> out, SimdLevel level) {
+  return exp_run(x, out, level);
+}
 
 // The fast path's error for one output value o = Σ_j w_j·v_j, unit roundoff u of T, γ_k = ku/(1-ku)
 // (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., §3.1), first the weights:

@@ -65,10 +65,13 @@ enum class FlashStatus {
 [[nodiscard]] bool simd_level_supported(SimdLevel level);
 
 /// The kernel's vector exp applied elementwise, for x <= 0 (or -inf): exposed so its accuracy is
-/// tested directly. out.size() must equal x.size().
-void kernel_exp(std::span<const float> x, std::span<float> out, SimdLevel level = SimdLevel::automatic);
+/// tested directly. size_mismatch when out.size() != x.size(), simd_unsupported for a level this
+/// CPU lacks; nothing is written then.
+[[nodiscard]] FlashStatus kernel_exp(std::span<const float> x, std::span<float> out,
+                                     SimdLevel level = SimdLevel::automatic);
 /// The same in fp64.
-void kernel_exp(std::span<const double> x, std::span<double> out, SimdLevel level = SimdLevel::automatic);
+[[nodiscard]] FlashStatus kernel_exp(std::span<const double> x, std::span<double> out,
+                                     SimdLevel level = SimdLevel::automatic);
 
 /// Relative error bound of kernel_exp on [-87.33, 0] (fp32) and [-708.39, 0] (fp64), in ulps of
 /// the result; below that range the result is flushed to +0. Source: measured against the x87

@@ -32,7 +32,7 @@ template <class T> double max_exp_ulps(SimdLevel level) {
   const std::size_t count = 1u << 20;
   std::vector<T> x(count), e(count);
   for (std::size_t i = 0; i < count; ++i) x[i] = lowest * static_cast<T>(i) / static_cast<T>(count - 1);
-  kernel_exp(std::span<const T>(x), std::span<T>(e), level);
+  EXPECT_EQ(kernel_exp(std::span<const T>(x), std::span<T>(e), level), FlashStatus::ok);
   double worst = 0;
   for (std::size_t i = 0; i < count; ++i) {
     const long double exact = std::exp(static_cast<long double>(x[i]));
@@ -55,8 +55,8 @@ TEST(KernelExp, ZeroIsOneAndBelowTheRangeIsPlusZero) {
   for (SimdLevel level : supported_levels()) {
     std::vector<float> ef(xf.size());
     std::vector<double> ed(xd.size());
-    kernel_exp(std::span<const float>(xf), std::span<float>(ef), level);
-    kernel_exp(std::span<const double>(xd), std::span<double>(ed), level);
+    ASSERT_EQ(kernel_exp(std::span<const float>(xf), std::span<float>(ef), level), FlashStatus::ok);
+    ASSERT_EQ(kernel_exp(std::span<const double>(xd), std::span<double>(ed), level), FlashStatus::ok);
     EXPECT_EQ(ef[0], 1.0f);
     EXPECT_EQ(ef[1], 1.0f);
     EXPECT_EQ(ed[0], 1.0);
@@ -71,6 +71,19 @@ TEST(KernelExp, ZeroIsOneAndBelowTheRangeIsPlusZero) {
 }
 
 // ---- Against the simple double kernel.
+
+TEST(KernelExp, RefusesMismatchedSizesAndMissingLevelsWithoutWriting) {
+  const std::vector<float> x = {-1.0f, -2.0f};
+  std::vector<float> out = {7.0f};
+  EXPECT_EQ(kernel_exp(std::span<const float>(x), std::span<float>(out)), FlashStatus::size_mismatch);
+  EXPECT_EQ(out[0], 7.0f);
+  for (SimdLevel level : {SimdLevel::avx2, SimdLevel::avx512}) {
+    std::vector<double> xd = {-1.0}, od = {7.0};
+    const FlashStatus status = kernel_exp(std::span<const double>(xd), std::span<double>(od), level);
+    EXPECT_EQ(status, simd_level_supported(level) ? FlashStatus::ok : FlashStatus::simd_unsupported);
+    if (!simd_level_supported(level)) EXPECT_EQ(od[0], 7.0);
+  }
+}
 
 TEST(FlashAttention, MatchesSimpleKernelEveryLayoutMaskAndPrecision) {
   for (TensorLayout layout : {TensorLayout::batch_head_seq, TensorLayout::batch_seq_head})

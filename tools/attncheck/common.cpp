@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "decimal.hpp"
 #include "format.hpp"
@@ -32,83 +33,97 @@ namespace {
 // far from overflowing a size_t.
 constexpr std::size_t kMaxSizeLimit = 1u << 20;
 
-bool set_size(const std::optional<std::size_t>& flag, const char* name, std::size_t& limit) {
-  if (!flag) return true;
+std::optional<Error> set_size(const std::optional<std::size_t>& flag, const char* name, std::size_t& limit) {
+  if (!flag) return std::nullopt;
   if (*flag < 1 || *flag > kMaxSizeLimit) {
-    std::fprintf(stderr, "attncheck: --%s must be between 1 and %zu\n", name, kMaxSizeLimit);
-    return false;
+    return Error{"--" + std::string(name) + " must be between 1 and " + std::to_string(kMaxSizeLimit)};
   }
   limit = *flag;
-  return true;
+  return std::nullopt;
 }
 
 // Values are bounded by 1e100 so that d products of two values and their sums stay finite
 // (1e200 · 2^20 is far below DBL_MAX ≈ 1.8e308): "finite input never yields Inf".
-bool set_bound(const std::optional<std::string>& flag, const char* name, std::string& bound) {
-  if (!flag) return true;
+std::optional<Error> set_bound(const std::optional<std::string>& flag, const char* name, std::string& bound) {
+  if (!flag) return std::nullopt;
   const Decimal value = parse_decimal(*flag);
-  if (value.status != DecimalStatus::ok || value.negative || compare_magnitude(value.canonical, "1" + std::string(100, '0')) > 0) {
-    std::fprintf(stderr, "attncheck: --%s must be a decimal in [0, 1e100], got '%s'\n", name, flag->c_str());
-    return false;
+  if (value.status != DecimalStatus::ok || value.negative ||
+      compare_magnitude(value.canonical, "1" + std::string(100, '0')) > 0) {
+    return Error{"--" + std::string(name) + " must be a decimal in [0, 1e100], got '" + *flag + "'"};
   }
   bound = value.canonical;
-  return true;
+  return std::nullopt;
 }
+
+std::string reason() { return std::strerror(errno); }
 
 }  // namespace
 
-std::optional<ProblemSetup> resolve_problem(const ProblemOptions& options) {
+Result<ProblemSetup, Error> resolve_problem(const ProblemOptions& options) {
   const auto problem = problem_from_name(options.problem);
-  if (!problem) {
-    std::fprintf(stderr, "attncheck: unknown problem '%s' (ai006 | ai031 | general)\n", options.problem.c_str());
-    return std::nullopt;
-  }
+  if (!problem) return Error{"unknown problem '" + options.problem + "' (ai006 | ai031 | general)"};
   Limits limits = default_limits(*problem);
-  const bool ok = set_size(options.max_n, "max-n", limits.max_n) && set_size(options.max_m, "max-m", limits.max_m) &&
-                  set_size(options.max_d, "max-d", limits.max_d) &&
-                  set_size(options.max_heads, "max-heads", limits.max_heads) &&
-                  set_size(options.max_batch, "max-batch", limits.max_batch) &&
-                  set_bound(options.max_abs, "max-abs", limits.max_abs_qk) &&
-                  set_bound(options.max_abs, "max-abs", limits.max_abs_v) &&
-                  set_bound(options.max_abs_qk, "max-abs-qk", limits.max_abs_qk) &&
-                  set_bound(options.max_abs_v, "max-abs-v", limits.max_abs_v);
-  if (!ok) return std::nullopt;
+  for (const auto& error :
+       {set_size(options.max_n, "max-n", limits.max_n), set_size(options.max_m, "max-m", limits.max_m),
+        set_size(options.max_d, "max-d", limits.max_d), set_size(options.max_heads, "max-heads", limits.max_heads),
+        set_size(options.max_batch, "max-batch", limits.max_batch),
+        set_bound(options.max_abs, "max-abs", limits.max_abs_qk), set_bound(options.max_abs, "max-abs", limits.max_abs_v),
+        set_bound(options.max_abs_qk, "max-abs-qk", limits.max_abs_qk),
+        set_bound(options.max_abs_v, "max-abs-v", limits.max_abs_v)}) {
+    if (error) return *error;
+  }
   if (*problem != Problem::general) limits.max_m = limits.max_n;  // square problems: m = n
   if (options.max_decimals) {
     if (*options.max_decimals < 0 || *options.max_decimals > kMaxDecimals) {
-      std::fprintf(stderr, "attncheck: --max-decimals must be between 0 and %d\n", kMaxDecimals);
-      return std::nullopt;
+      return Error{"--max-decimals must be between 0 and " + std::to_string(kMaxDecimals)};
     }
     limits.max_decimals = *options.max_decimals;
   }
   return ProblemSetup{*problem, limits};
 }
 
-std::optional<std::string> read_input(const std::string& path) {
+Result<std::string, Error> read_input(const std::string& path) {
   FILE* file = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    std::fprintf(stderr, "attncheck: cannot open '%s': %s\n", path.c_str(), std::strerror(errno));
-    return std::nullopt;
-  }
+  if (file == nullptr) return Error{"cannot open '" + path + "': " + reason()};
   std::string data;
   char buffer[1 << 16];
   std::size_t got = 0;
   while ((got = std::fread(buffer, 1, sizeof buffer, file)) > 0) data.append(buffer, got);
   const bool failed = std::ferror(file) != 0;
+  const std::string why = failed ? reason() : "";
   if (file != stdin) std::fclose(file);
-  if (failed) {
-    std::fprintf(stderr, "attncheck: cannot read '%s'\n", path.c_str());
-    return std::nullopt;
-  }
+  if (failed) return Error{"cannot read '" + path + "': " + why};
   return data;
 }
 
-bool write_stdout(std::string_view text) {
+Result<Ok, Error> write_stdout(std::string_view text) {
   if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
-    std::fprintf(stderr, "attncheck: cannot write the output: %s\n", std::strerror(errno));
-    return false;
+    return Error{"cannot write the output: " + reason()};
   }
-  return true;
+  return Ok{};
+}
+
+Result<Ok, Error> write_file(const std::string& path, std::string_view text) {
+  FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) return Error{"cannot write '" + path + "': " + reason()};
+  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size() && std::fflush(file) == 0;
+  const std::string why = written ? "" : reason();
+  // fclose reports a delayed write error (NFS, a full disk) that fwrite and fflush may not.
+  if (std::fclose(file) != 0 && written) return Error{"cannot write '" + path + "': " + reason()};
+  if (!written) return Error{"cannot write '" + path + "': " + why};
+  return Ok{};
+}
+
+Result<Ok, Error> make_directories(const std::string& path) {
+  std::error_code error;
+  std::filesystem::create_directories(path, error);
+  if (error) return Error{"cannot create '" + path + "': " + error.message()};
+  return Ok{};
+}
+
+int fail(const Error& error, int status) {
+  std::fprintf(stderr, "attncheck: %s\n", error.message.c_str());
+  return status;
 }
 
 }  // namespace attn::cli

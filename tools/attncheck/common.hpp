@@ -1,4 +1,5 @@
-// Pieces every subcommand shares: problem and limit flags, reading whole inputs, registration.
+// Pieces every subcommand shares: problem and limit flags, reading and writing whole files,
+// registration. Helpers return a Result; only command bodies print (README, "Error policy").
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "problem.hpp"
+#include "result.hpp"
 
 namespace attn::cli {
 
@@ -37,14 +39,24 @@ struct ProblemSetup {
   Limits limits;
 };
 
-/// Resolves --problem and the limits; on a bad value prints one line to stderr and returns nullopt.
-[[nodiscard]] std::optional<ProblemSetup> resolve_problem(const ProblemOptions& options);
+/// Resolves --problem and the limits; the error names the flag and the accepted range.
+[[nodiscard]] Result<ProblemSetup, Error> resolve_problem(const ProblemOptions& options);
 
-/// Whole contents of a file ("-" is stdin); on failure prints one line to stderr and returns nullopt.
-[[nodiscard]] std::optional<std::string> read_input(const std::string& path);
+/// Whole contents of a file ("-" is stdin); the error names the path and the reason.
+[[nodiscard]] Result<std::string, Error> read_input(const std::string& path);
 
-/// Writes all of text to stdout; false (with a message) when the write fails.
-bool write_stdout(std::string_view text);
+/// Writes all of text to stdout and flushes; the error says why it could not.
+[[nodiscard]] Result<Ok, Error> write_stdout(std::string_view text);
+
+/// Writes text to a file (created or replaced), checking every step through the close; the error
+/// names the path and the reason (a full disk or a read-only folder is an error, never a success).
+[[nodiscard]] Result<Ok, Error> write_file(const std::string& path, std::string_view text);
+
+/// Creates a directory and its parents when missing; the error names the path and the reason.
+[[nodiscard]] Result<Ok, Error> make_directories(const std::string& path);
+
+/// Command bodies: prints "attncheck: <message>" on stderr and returns `status`.
+int fail(const Error& error, int status);
 
 /// The subcommands, each in its own file.
 void register_solve(CLI::App& app, Commands& commands);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include "checker.hpp"
@@ -46,9 +45,10 @@ std::string digits_text(const Instance& instance, int significant) {
   return out;
 }
 
-// One stderr line per ambiguous cell: where, the exact value to 25 digits, δ, what is accepted.
-void report_ambiguous(const Instance& instance, const Certificate& certificate) {
+// One line per ambiguous cell: where, the exact value to 25 digits, δ, what is accepted.
+std::string ambiguous_report(const Instance& instance, const Certificate& certificate) {
   const verify::ExactInstance exact = verify::make_exact(instance);
+  std::string report;
   for (std::size_t index = 0; index < certificate.cells.size(); ++index) {
     const verify::CellCertificate& cell = certificate.cells[index];
     if (!cell.ambiguous) continue;
@@ -60,20 +60,20 @@ void report_ambiguous(const Instance& instance, const Certificate& certificate) 
     const std::string kind = cell.unresolved  ? " (tie or closer than 2^-" + std::to_string(verify::OracleOptions{}.max_bits) + ")"
                              : cell.exact_tie ? " (exact tie)"
                                               : "";
-    std::fprintf(stderr, "ambiguous: row %zu, column %zu: exact %s, band %.3g%s: accepts %s\n", row + 1, col + 1,
-                 exact_value_text(exact, row, col, 25).c_str(), cell.band, kind.c_str(), accepted.c_str());
+    char band[32];
+    std::snprintf(band, sizeof band, "%.3g", cell.band);
+    report += "ambiguous: row " + std::to_string(row + 1) + ", column " + std::to_string(col + 1) + ": exact " +
+              exact_value_text(exact, row, col, 25) + ", band " + band + kind + ": accepts " + accepted + "\n";
   }
+  return report;
 }
 
-// Reads and parses an input file; on failure prints one line and returns nothing.
-std::optional<Instance> load_instance(const std::string& path, const ProblemSetup& setup, Strictness strictness) {
+// Reads and parses an input file; the error names the file and the position in it.
+Result<Instance, Error> load_instance(const std::string& path, const ProblemSetup& setup, Strictness strictness) {
   const auto text = read_input(path);
-  if (!text) return std::nullopt;
+  if (!text) return text.error();
   auto instance = read_instance(*text, setup.problem, setup.limits, strictness);
-  if (!instance) {
-    std::fprintf(stderr, "attncheck: %s: %s\n", path.c_str(), instance.error().to_string().c_str());
-    return std::nullopt;
-  }
+  if (!instance) return Error{path + ": " + instance.error().to_string()};
   return std::move(instance).value();
 }
 
@@ -90,20 +90,20 @@ int run_check(const ProblemOptions& options, const std::vector<std::string>& fil
   // judge error, so FAIL keeps 3 there too.
   constexpr int kFail = 3;
   const auto setup = resolve_problem(options);
-  if (!setup) return kFail;
+  if (!setup) return fail(setup.error(), kFail);
   if (kattis ? files.size() != 3 : (files.size() < 2 || files.size() > 3)) {
-    std::fprintf(stderr, "attncheck: check needs IN OUT [ANS], or --kattis IN ANS FEEDBACK_DIR < OUT\n");
-    return kFail;
+    return fail(Error{"check needs IN OUT [ANS], or --kattis IN ANS FEEDBACK_DIR < OUT"}, kFail);
   }
   const auto instance = load_instance(files[0], *setup, Strictness::lenient);
-  if (!instance) return kFail;
+  if (!instance) return fail(instance.error(), kFail);
   const auto output = read_input(kattis ? "-" : files[1]);
-  if (!output) return kFail;
+  if (!output) return fail(output.error(), kFail);
   std::optional<std::string> answer;
   const std::string answer_path = kattis ? files[1] : files.size() == 3 ? files[2] : "";
   if (!answer_path.empty()) {
-    answer = read_input(answer_path);
-    if (!answer) return kFail;
+    auto read = read_input(answer_path);
+    if (!read) return fail(read.error(), kFail);
+    answer = std::move(read).value();
   }
   const Certificate certificate = verify::certify(*instance);
   const Verdict verdict = verify::check_output(certificate, *output);
@@ -114,34 +114,35 @@ int run_check(const ProblemOptions& options, const std::vector<std::string>& fil
     std::fprintf(stderr, "%s\n", line.c_str());
     return accepted ? 0 : verdict.kind == VerdictKind::wrong_answer ? 1 : 2;
   }
-  std::ofstream(std::filesystem::path(files[2]) / "judgemessage.txt") << line << '\n';
+  // A verdict the judge cannot read is a judge error, not a verdict.
+  const auto written = write_file((std::filesystem::path(files[2]) / "judgemessage.txt").string(), line + "\n");
+  if (!written) return fail(written.error(), kFail);
   return accepted ? 42 : 43;
 }
 
 enum class FileOutcome { certified, ambiguous, failed, skipped };
 
-// certify: one line per X.in.
-FileOutcome certify_file(const std::filesystem::path& input, const ProblemSetup& setup) {
+// certify: the outcome of one X.in and the line that says it.
+struct FileReport {
+  FileOutcome outcome;
+  std::string line;
+};
+
+FileReport certify_file(const std::filesystem::path& input, const ProblemSetup& setup) {
   const std::string name = input.filename().string();
   std::filesystem::path answer_path = input;
   answer_path.replace_extension(".ans");
   if (!std::filesystem::exists(answer_path)) answer_path.replace_extension(".out");
-  if (!std::filesystem::exists(answer_path)) {
-    std::printf("%s: skipped (no .ans or .out beside it)\n", name.c_str());
-    return FileOutcome::skipped;
-  }
+  if (!std::filesystem::exists(answer_path)) return {FileOutcome::skipped, name + ": skipped (no .ans or .out beside it)"};
   const auto instance = load_instance(input.string(), setup, Strictness::strict);
+  if (!instance) return {FileOutcome::failed, name + ": invalid input: " + instance.error().message};
   const auto answer = read_input(answer_path.string());
-  if (!instance || !answer) {
-    std::printf("%s: invalid input\n", name.c_str());
-    return FileOutcome::failed;
-  }
+  if (!answer) return {FileOutcome::failed, name + ": " + answer.error().message};
   const Certificate certificate = verify::certify(*instance);
   const Verdict verdict = verify::check_output(certificate, *answer);
   const std::string answer_name = answer_path.filename().string();
   if (verdict.kind == VerdictKind::wrong_answer || verdict.kind == VerdictKind::presentation_error) {
-    std::printf("%s: wrong: %s\n", answer_name.c_str(), verdict.message.c_str());
-    return FileOutcome::failed;
+    return {FileOutcome::failed, answer_name + ": wrong: " + verdict.message};
   }
   std::string cells;
   for (std::size_t index = 0; index < certificate.cells.size(); ++index) {
@@ -149,13 +150,9 @@ FileOutcome certify_file(const std::filesystem::path& input, const ProblemSetup&
     cells += cells.empty() ? " " : ", ";
     cells += "r" + std::to_string(index / certificate.cols + 1) + "c" + std::to_string(index % certificate.cols + 1);
   }
-  if (cells.empty()) {
-    std::printf("%s: certified\n", answer_name.c_str());
-    return FileOutcome::certified;
-  }
-  std::printf("%s: certified with ambiguous cells%s%s\n", answer_name.c_str(), cells.c_str(),
-              verdict.kind == VerdictKind::acceptable ? (" (" + verdict.message + ")").c_str() : "");
-  return FileOutcome::ambiguous;
+  if (cells.empty()) return {FileOutcome::certified, answer_name + ": certified"};
+  return {FileOutcome::ambiguous, answer_name + ": certified with ambiguous cells" + cells +
+                                      (verdict.kind == VerdictKind::acceptable ? " (" + verdict.message + ")" : "")};
 }
 
 }  // namespace
@@ -174,13 +171,19 @@ void register_oracle(CLI::App& app, Commands& commands) {
                   "on stderr with its exact value to 25 digits, its band and both acceptable strings.\n");
   commands.push_back({command, [options, input, digits]() -> int {
                         const auto setup = resolve_problem(*options);
-                        if (!setup) return 1;
+                        if (!setup) return fail(setup.error(), 1);
                         const auto instance = load_instance(*input, *setup, Strictness::lenient);
-                        if (!instance) return 1;
-                        if (*digits > 0) return write_stdout(digits_text(*instance, *digits)) ? 0 : 1;
-                        const Certificate certificate = verify::certify(*instance);
-                        report_ambiguous(*instance, certificate);
-                        return write_stdout(verify::canonical_text(certificate)) ? 0 : 1;
+                        if (!instance) return fail(instance.error(), 1);
+                        std::string answer;
+                        if (*digits > 0) {
+                          answer = digits_text(*instance, *digits);
+                        } else {
+                          const Certificate certificate = verify::certify(*instance);
+                          std::fputs(ambiguous_report(*instance, certificate).c_str(), stderr);
+                          answer = verify::canonical_text(certificate);
+                        }
+                        const auto written = write_stdout(answer);
+                        return written ? 0 : fail(written.error(), 1);
                       }});
 }
 
@@ -209,20 +212,20 @@ void register_certify(CLI::App& app, Commands& commands) {
                   "input is invalid or any answer wrong.\n");
   commands.push_back({command, [options, directory]() -> int {
                         const auto setup = resolve_problem(*options);
-                        if (!setup) return 1;
+                        if (!setup) return fail(setup.error(), 1);
                         std::error_code error;
                         std::vector<std::filesystem::path> inputs;
                         for (const auto& entry : std::filesystem::directory_iterator(*directory, error)) {
                           if (entry.path().extension() == ".in") inputs.push_back(entry.path());
                         }
-                        if (error) {
-                          std::fprintf(stderr, "attncheck: cannot list '%s': %s\n", directory->c_str(),
-                                       error.message().c_str());
-                          return 1;
-                        }
+                        if (error) return fail(Error{"cannot list '" + *directory + "': " + error.message()}, 1);
                         std::sort(inputs.begin(), inputs.end());
                         std::size_t counts[4] = {0, 0, 0, 0};
-                        for (const auto& input : inputs) ++counts[static_cast<int>(certify_file(input, *setup))];
+                        for (const auto& input : inputs) {
+                          const FileReport report = certify_file(input, *setup);
+                          std::printf("%s\n", report.line.c_str());
+                          ++counts[static_cast<int>(report.outcome)];
+                        }
                         const auto [certified, ambiguous, failed, skipped] = counts;
                         std::printf("%zu inputs: %zu certified (%zu with ambiguous cells), %zu wrong or invalid, "
                                     "%zu without an answer\n",

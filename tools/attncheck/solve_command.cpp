@@ -18,16 +18,17 @@ void register_solve(CLI::App& app, Commands& commands) {
                   "Bad input: exit 1, nothing on stdout, 'line L, column C: ...' on stderr.\n");
   commands.push_back({command, [options, input]() -> int {
                         const auto setup = resolve_problem(*options);
-                        if (!setup) return 1;
+                        if (!setup) return fail(setup.error(), 1);
                         const auto text = read_input(*input);
-                        if (!text) return 1;
+                        if (!text) return fail(text.error(), 1);
                         const auto instance = read_instance(*text, setup->problem, setup->limits);
                         if (!instance) {
                           std::fprintf(stderr, "%s\n", instance.error().to_string().c_str());
                           return 1;
                         }
                         const Solution solution = solve(instance.value());
-                        return write_stdout(format_solution(instance.value(), solution)) ? 0 : 1;
+                        const auto written = write_stdout(format_solution(instance.value(), solution));
+                        return written ? 0 : fail(written.error(), 1);
                       }});
 }
 
@@ -46,9 +47,9 @@ void register_validate(CLI::App& app, Commands& commands) {
                         const int valid = *kattis ? 42 : 0;
                         const int invalid = *kattis ? 43 : 1;
                         const auto setup = resolve_problem(*options);
-                        if (!setup) return invalid;
+                        if (!setup) return fail(setup.error(), invalid);
                         const auto text = read_input(*input);
-                        if (!text) return invalid;
+                        if (!text) return fail(text.error(), invalid);
                         const auto instance =
                             read_instance(*text, setup->problem, setup->limits, Strictness::strict);
                         if (!instance) {

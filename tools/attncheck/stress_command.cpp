@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include "checker.hpp"
@@ -17,14 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using verify::Profile;
-
-bool write_file(const fs::path& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  file.close();
-  if (!file) std::fprintf(stderr, "attncheck: cannot write %s\n", path.c_str());
-  return static_cast<bool>(file);
-}
 
 std::vector<Profile> parse_profiles(const std::vector<std::string>& names) {
   std::vector<Profile> profiles;
@@ -42,31 +33,25 @@ struct GenFlags {
 
 int run_gen(const GenFlags& flags) {
   const auto setup = resolve_problem(flags.problem);
-  if (!setup) return 1;
+  if (!setup) return fail(setup.error(), 1);
   verify::GenOptions options = verify::gen_options(setup->problem, *verify::profile_from_name(flags.profile));
   options.limits = setup->limits;
   if (flags.out.empty()) {
-    if (flags.count != 1) {
-      std::fprintf(stderr, "attncheck gen: --count %d needs --out DIR\n", flags.count);
-      return 1;
-    }
-    return write_stdout(write_instance(verify::sample_instance(options, flags.seed))) ? 0 : 1;
+    if (flags.count != 1) return fail(Error{"gen: --count " + std::to_string(flags.count) + " needs --out DIR"}, 1);
+    const auto written = write_stdout(write_instance(verify::sample_instance(options, flags.seed)));
+    return written ? 0 : fail(written.error(), 1);
   }
-  std::error_code error;
-  fs::create_directories(flags.out, error);
-  if (error) {
-    std::fprintf(stderr, "attncheck gen: cannot create %s: %s\n", flags.out.c_str(), error.message().c_str());
-    return 1;
-  }
+  if (const auto made = make_directories(flags.out); !made) return fail(made.error(), 1);
   int ambiguous_files = 0;
   for (int k = 0; k < flags.count; ++k) {
     const std::uint64_t seed = flags.seed + static_cast<std::uint64_t>(k);
     const Instance instance = verify::sample_instance(options, seed);
     const verify::Certificate certificate = verify::certify(instance);
     const std::string stem = flags.profile + "-" + std::to_string(seed);
-    if (!write_file(fs::path(flags.out) / (stem + ".in"), write_instance(instance)) ||
-        !write_file(fs::path(flags.out) / (stem + ".ans"), verify::canonical_text(certificate))) {
-      return 1;
+    for (const auto& [extension, text] : {std::pair{".in", write_instance(instance)},
+                                          std::pair{".ans", verify::canonical_text(certificate)}}) {
+      const auto written = write_file((fs::path(flags.out) / (stem + extension)).string(), text);
+      if (!written) return fail(written.error(), 1);
     }
     int ambiguous = 0;
     for (const auto& cell : certificate.cells) ambiguous += cell.ambiguous ? 1 : 0;
@@ -108,7 +93,7 @@ void print_failure(const StressFlags& flags, const verify::StressFailure& failur
 
 int run_stress(const StressFlags& flags) {
   const auto setup = resolve_problem(flags.problem);
-  if (!setup) return 1;
+  if (!setup) return fail(setup.error(), 1);
   verify::StressOptions options;
   options.problem = setup->problem;
   options.limits = setup->limits;
@@ -140,7 +125,9 @@ int run_stress(const StressFlags& flags) {
     std::printf("%s%s %d", p ? ", " : "", std::string(verify::profile_name(options.profiles[p])).c_str(),
                 report.cases_per_profile[p]);
   }
-  std::printf(") in %.2f s, %.0f cases/s\n", report.seconds, report.cases_run / std::max(report.seconds, 1e-9));
+  // A slow program runs under one case per second, where "%.0f" would print "0 cases/s".
+  const double rate = report.cases_run / std::max(report.seconds, 1e-9);
+  std::printf(rate >= 10 ? ") in %.2f s, %.0f cases/s\n" : ") in %.2f s, %.3g cases/s\n", report.seconds, rate);
   return 0;
 }
 

@@ -5,7 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <optional>
+#include <utility>
 #include <memory>
 
 #include "campaign.hpp"
@@ -57,19 +58,27 @@ int run_verify(const VerifyFlags& flags) {
   const verify::CampaignReport report = verify::run_campaign(options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  std::error_code error;
-  fs::create_directories(flags.reports, error);
   const fs::path json_path = fs::path(flags.reports) / "verify.json";
   const fs::path svg_path = fs::path(flags.reports) / "verify-error.svg";
   nlohmann::json json = report.to_json();
   json["seconds"] = seconds;
   json["quick"] = flags.quick;
-  std::ofstream(json_path) << json.dump(2) << "\n";
-  std::ofstream(svg_path) << verify::error_histogram_svg(report.error_ratios);
+  // A report that cannot be written fails the run: CI would otherwise publish a stale one.
+  std::optional<Error> write_error;
+  if (auto made = make_directories(flags.reports); !made) write_error = made.error();
+  for (const auto& [path, text] : {std::pair{json_path, json.dump(2) + "\n"},
+                                   std::pair{svg_path, verify::error_histogram_svg(report.error_ratios)}}) {
+    if (write_error) break;
+    if (auto written = write_file(path.string(), text); !written) write_error = written.error();
+  }
 
   std::printf("\nsummary (%.0f s):\n", seconds);
   for (const auto& stage : report.stages) {
     std::printf("  %-18s %s  %s\n", stage.name.c_str(), stage.passed ? "PASS" : "FAIL", stage.summary.c_str());
+  }
+  if (write_error) {
+    std::printf("verify: FAILED (the reports could not be written)\n");
+    return fail(*write_error, 1);
   }
   std::printf("reports: %s, %s\nverify: %s\n", json_path.c_str(), svg_path.c_str(), report.passed() ? "PASSED" : "FAILED");
   return report.passed() ? 0 : 1;
