@@ -31,6 +31,11 @@ struct Field {
 
 std::string limit_text(std::string_view bound) { return "|x| <= " + std::string(bound); }
 
+// Propagates the error of a Result-returning step out of the Reader function that called it.
+#define ATTN_TRY(variable, expression)        \
+  auto variable = (expression);               \
+  if (!variable) return variable.error()
+
 class Reader {
  public:
   Reader(std::string_view input, const Limits& limits, Strictness strictness)
@@ -39,125 +44,111 @@ class Reader {
   Result<Instance> read(Problem problem);
 
  private:
-  // Each reader consumes one token and the separator after it; false means error_ is set.
-  bool token(const Field& name, std::string_view kind, bool end_of_line, Token& out);
-  bool integer(const Field& name, std::size_t low, std::size_t high, bool end_of_line, std::size_t& out);
-  bool real(const Field& name, std::string_view bound, bool end_of_line, double& value, std::string& text);
-  bool real_value(const Token& t, const Field& name, std::string_view bound, double& value,
-                  std::string& text);
-  bool word(const Field& name, std::initializer_list<std::string_view> choices, bool end_of_line,
-            std::string_view& out);
-  bool matrix(std::string_view name, std::size_t b, std::size_t rows, std::size_t cols, std::string_view bound,
-              Matrix& out);
-  bool mask(std::size_t b, std::size_t n, std::size_t m, std::vector<std::uint8_t>& out);
-  bool general_header(Instance& instance);
-  bool fail_at(const Token& t, std::string message);
-  bool check_divides(const Token& at, std::size_t heads, std::size_t d, const char* what);
+  /// A real as the kernel (double) and the oracle (exact canonical text) read it.
+  struct Real {
+    double value = 0;
+    std::string text;
+  };
+  // Each step consumes one token and the separator after it.
+  Result<Token> token(const Field& name, std::string_view kind, bool end_of_line);
+  Result<std::size_t> integer(const Field& name, std::size_t low, std::size_t high, bool end_of_line);
+  Result<Real> real(const Field& name, std::string_view bound, bool end_of_line);
+  Result<Real> real_value(const Token& t, const Field& name, std::string_view bound);
+  Result<std::string_view> word(const Field& name, std::initializer_list<std::string_view> choices, bool end_of_line);
+  Result<Ok> matrix(std::string_view name, std::size_t b, std::size_t rows, std::size_t cols, std::string_view bound,
+                    Matrix& out);
+  Result<Ok> mask(std::size_t b, std::size_t n, std::size_t m, std::vector<std::uint8_t>& out);
+  Result<Ok> general_header(Instance& instance);
+  Result<Ok> batch_item(const Instance& instance, std::size_t b, BatchItem& item);
+  Result<Ok> check_divides(const Token& at, std::size_t heads, std::size_t d, const char* what) const;
+  static ParseError error_at(const Token& t, std::string message) { return {t.line, t.column, std::move(message)}; }
 
   Scanner scanner_;
   const Limits& limits_;
   std::size_t input_size_;
-  std::optional<ParseError> error_;
   Token last_;                 // the token read last, for messages about it after the fact
   std::size_t batch_count_ = 1;
 };
 
-bool Reader::token(const Field& name, std::string_view kind, bool end_of_line, Token& out) {
-  auto next = scanner_.next();
-  if (!next) {
-    error_ = next.error();
-    return false;
-  }
+Result<Token> Reader::token(const Field& name, std::string_view kind, bool end_of_line) {
+  ATTN_TRY(next, scanner_.next());
   if (!next.value()) {
-    error_ = scanner_.error_here("expected " + name.str() + " (" + std::string(kind) + "), found end of input");
-    return false;
+    return scanner_.error_here("expected " + name.str() + " (" + std::string(kind) + "), found end of input");
   }
-  out = *next.value();
-  last_ = out;
-  if (auto bad = scanner_.separator(end_of_line)) {
-    error_ = bad;
-    return false;
-  }
-  return true;
+  last_ = *next.value();
+  if (auto bad = scanner_.separator(end_of_line)) return *bad;
+  return last_;
 }
 
-bool Reader::integer(const Field& name, std::size_t low, std::size_t high, bool end_of_line,
-                     std::size_t& out) {
-  Token t;
-  if (!token(name, "an integer", end_of_line, t)) return false;
-  std::string_view digits = t.text;
+Result<std::size_t> Reader::integer(const Field& name, std::size_t low, std::size_t high, bool end_of_line) {
+  ATTN_TRY(t, token(name, "an integer", end_of_line));
+  std::string_view digits = t->text;
   bool negative = false;
   if (!scanner_.strict() && !digits.empty() && (digits[0] == '+' || digits[0] == '-')) {
     negative = digits[0] == '-';
     digits.remove_prefix(1);
   }
-  const bool all_digits = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
-    return c >= '0' && c <= '9';
-  });
+  const bool all_digits = !digits.empty() && std::all_of(digits.begin(), digits.end(), is_digit);
   const bool canonical = digits.size() == 1 || (!digits.empty() && digits[0] != '0');
   if (!all_digits || (scanner_.strict() && !canonical)) {
-    return fail_at(t, "expected an integer for " + name.str() + ", found " + quote_token(t.text));
+    return error_at(*t, "expected an integer for " + name.str() + ", found " + quote_token(t->text));
   }
   // Saturate: a 1 MB run of digits is simply "too large", never parsed into a wrapped number.
   std::size_t value = 0;
   for (char c : digits) value = std::min<std::size_t>(value * 10 + static_cast<std::size_t>(c - '0'), 1u << 30);
   const bool is_zero = value == 0;
   if ((negative && !is_zero) || value < low || value > high) {
-    return fail_at(t, name.str() + " = " + std::string(t.text.substr(0, 40)) + " is outside " + std::to_string(low) +
-                          " <= " + name.str() + " <= " + std::to_string(high));
+    return error_at(*t, name.str() + " = " + std::string(t->text.substr(0, 40)) + " is outside " + std::to_string(low) +
+                            " <= " + name.str() + " <= " + std::to_string(high));
   }
-  out = value;
-  return true;
+  return value;
 }
 
-bool Reader::real(const Field& name, std::string_view bound, bool end_of_line, double& value,
-                  std::string& text) {
-  Token t;
-  return token(name, "a real number", end_of_line, t) && real_value(t, name, bound, value, text);
+Result<Reader::Real> Reader::real(const Field& name, std::string_view bound, bool end_of_line) {
+  ATTN_TRY(t, token(name, "a real number", end_of_line));
+  return real_value(*t, name, bound);
 }
 
-bool Reader::real_value(const Token& t, const Field& name, std::string_view bound, double& value,
-                        std::string& text) {
+Result<Reader::Real> Reader::real_value(const Token& t, const Field& name, std::string_view bound) {
   const Decimal decimal = parse_decimal(t.text);
   auto shown = [&] { return std::string(t.text.substr(0, 40)) + (t.text.size() > 40 ? "..." : ""); };
   switch (decimal.status) {
     case DecimalStatus::not_a_number:
-      return fail_at(t, "expected a real number for " + name.str() + ", found " + quote_token(t.text));
-    case DecimalStatus::too_large: return fail_at(t, name.str() + " = " + shown() + " exceeds " + limit_text(bound));
+      return error_at(t, "expected a real number for " + name.str() + ", found " + quote_token(t.text));
+    case DecimalStatus::too_large: return error_at(t, name.str() + " = " + shown() + " exceeds " + limit_text(bound));
     case DecimalStatus::too_small:
-      return fail_at(t, name.str() + " = " + shown() + " is nonzero but below 1e-300 in magnitude (a double would underflow)");
+      return error_at(t, name.str() + " = " + shown() + " is nonzero but below 1e-300 in magnitude (a double would underflow)");
     case DecimalStatus::ok: break;
   }
   if (scanner_.strict() && !is_strict_decimal(t.text)) {
-    return fail_at(t, name.str() + " = " + quote_token(t.text) +
-                " is not a canonical decimal (expected -?(0|[1-9][0-9]*)(.[0-9]+)?, no '-0')");
+    return error_at(t, name.str() + " = " + quote_token(t.text) +
+                           " is not a canonical decimal (expected -?(0|[1-9][0-9]*)(.[0-9]+)?, no '-0')");
   }
-  if (compare_magnitude(decimal.canonical, bound) > 0) return fail_at(t, name.str() + " = " + shown() + " exceeds " + limit_text(bound));
+  if (compare_magnitude(decimal.canonical, bound) > 0) {
+    return error_at(t, name.str() + " = " + shown() + " exceeds " + limit_text(bound));
+  }
   // Correctly rounded conversion of the exact decimal; the sign of "-0" is kept in the double.
+  Real real;
   const std::string& canonical = decimal.canonical;
-  std::from_chars(canonical.data(), canonical.data() + canonical.size(), value);
-  if (decimal.negative && value == 0.0) value = -0.0;
-  text = canonical;
-  return true;
+  std::from_chars(canonical.data(), canonical.data() + canonical.size(), real.value);
+  if (decimal.negative && real.value == 0.0) real.value = -0.0;
+  real.text = canonical;
+  return real;
 }
 
-bool Reader::word(const Field& name, std::initializer_list<std::string_view> choices, bool end_of_line,
-                  std::string_view& out) {
-  Token t;
+Result<std::string_view> Reader::word(const Field& name, std::initializer_list<std::string_view> choices,
+                                      bool end_of_line) {
   std::string list;
   for (std::string_view c : choices) list += (list.empty() ? "" : " | ") + std::string(c);
-  if (!token(name, list, end_of_line, t)) return false;
+  ATTN_TRY(t, token(name, list, end_of_line));
   for (std::string_view c : choices) {
-    if (t.text == c) {
-      out = c;
-      return true;
-    }
+    if (t->text == c) return c;
   }
-  return fail_at(t, "expected " + name.str() + " " + list + ", found " + quote_token(t.text));
+  return error_at(*t, "expected " + name.str() + " " + list + ", found " + quote_token(t->text));
 }
 
-bool Reader::matrix(std::string_view name, std::size_t b, std::size_t rows, std::size_t cols,
-                    std::string_view bound, Matrix& out) {
+Result<Ok> Reader::matrix(std::string_view name, std::size_t b, std::size_t rows, std::size_t cols,
+                          std::string_view bound, Matrix& out) {
   out.rows = rows;
   out.cols = cols;
   // Reserve no more than the input could hold (each number takes at least two bytes).
@@ -166,118 +157,119 @@ bool Reader::matrix(std::string_view name, std::size_t b, std::size_t rows, std:
   out.text.reserve(std::min(count, input_size_ / 2 + 1));
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t c = 0; c < cols; ++c) {
-      double value = 0;
-      std::string text;
-      if (!real(Field(name, b, batch_count_, r, c), bound, c + 1 == cols, value, text)) return false;
-      out.values.push_back(value);
-      out.text.push_back(std::move(text));
+      ATTN_TRY(real, this->real(Field(name, b, batch_count_, r, c), bound, c + 1 == cols));
+      out.values.push_back(real->value);
+      out.text.push_back(std::move(real.value().text));
     }
   }
-  return true;
+  return Ok{};
 }
 
-bool Reader::mask(std::size_t b, std::size_t n, std::size_t m, std::vector<std::uint8_t>& out) {
+Result<Ok> Reader::mask(std::size_t b, std::size_t n, std::size_t m, std::vector<std::uint8_t>& out) {
   out.reserve(std::min(n * m, input_size_ / 2 + 1));
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t j = 0; j < m; ++j) {
-      std::size_t bit = 0;
-      if (!integer(Field("mask", b, batch_count_, i, j), 0, 1, j + 1 == m, bit)) return false;
-      out.push_back(static_cast<std::uint8_t>(bit));
+      ATTN_TRY(bit, integer(Field("mask", b, batch_count_, i, j), 0, 1, j + 1 == m));
+      out.push_back(static_cast<std::uint8_t>(*bit));
     }
   }
-  return true;
+  return Ok{};
 }
 
-bool Reader::check_divides(const Token& at, std::size_t heads, std::size_t d, const char* what) {
-  if (d % heads == 0) return true;
-  return fail_at(at, "h = " + std::to_string(heads) + " does not divide " + what + " = " + std::to_string(d));
+Result<Ok> Reader::check_divides(const Token& at, std::size_t heads, std::size_t d, const char* what) const {
+  if (d % heads == 0) return Ok{};
+  return error_at(at, "h = " + std::to_string(heads) + " does not divide " + what + " = " + std::to_string(d));
 }
 
-bool Reader::fail_at(const Token& t, std::string message) {
-  error_ = ParseError{t.line, t.column, std::move(message)};
-  return false;
-}
+Result<Ok> Reader::general_header(Instance& instance) {
+  ATTN_TRY(batch, integer("B", 1, limits_.max_batch, false));
+  ATTN_TRY(n, integer("n", 1, limits_.max_n, false));
+  ATTN_TRY(m, integer("m", 1, limits_.max_m, false));
+  ATTN_TRY(d_k, integer("d_k", 1, limits_.max_d, false));
+  ATTN_TRY(d_v, integer("d_v", 1, limits_.max_d, false));
+  ATTN_TRY(heads, integer("h", 1, std::min(limits_.max_heads, std::min(*d_k, *d_v)), false));
+  ATTN_TRY(k_divides, check_divides(last_, *heads, *d_k, "d_k"));
+  ATTN_TRY(v_divides, check_divides(last_, *heads, *d_v, "d_v"));
+  ATTN_TRY(decimals, integer("decimals", 0, static_cast<std::size_t>(limits_.max_decimals), true));
+  instance.n = *n;
+  instance.m = *m;
+  instance.d_k = *d_k;
+  instance.d_v = *d_v;
+  instance.heads = *heads;
+  instance.decimals = static_cast<int>(*decimals);
+  batch_count_ = *batch;
+  instance.batch.resize(*batch);
 
-bool Reader::general_header(Instance& instance) {
-  std::size_t batch = 0;
-  std::size_t decimals = 0;
-  if (!integer("B", 1, limits_.max_batch, false, batch) || !integer("n", 1, limits_.max_n, false, instance.n) ||
-      !integer("m", 1, limits_.max_m, false, instance.m) || !integer("d_k", 1, limits_.max_d, false, instance.d_k) ||
-      !integer("d_v", 1, limits_.max_d, false, instance.d_v) ||
-      !integer("h", 1, std::min(limits_.max_heads, std::min(instance.d_k, instance.d_v)), false, instance.heads) ||
-      !check_divides(last_, instance.heads, instance.d_k, "d_k") ||
-      !check_divides(last_, instance.heads, instance.d_v, "d_v") ||
-      !integer("decimals", 0, static_cast<std::size_t>(limits_.max_decimals), true, decimals)) {
-    return false;
-  }
-  instance.decimals = static_cast<int>(decimals);
-  batch_count_ = batch;
-  instance.batch.resize(batch);
+  ATTN_TRY(mask, word("mask", {"none", "causal", "explicit"}, false));
+  instance.mask = *mask == "none" ? MaskKind::none : *mask == "causal" ? MaskKind::causal : MaskKind::explicit_mask;
 
-  std::string_view choice;
-  if (!word("mask", {"none", "causal", "explicit"}, false, choice)) return false;
-  instance.mask = choice == "none" ? MaskKind::none : choice == "causal" ? MaskKind::causal : MaskKind::explicit_mask;
-
-  Token scale;
-  if (!token("scale", "none | sqrt | a positive real", false, scale)) return false;
-  if (scale.text == "none" || scale.text == "sqrt") {
-    instance.scale = scale.text == "none" ? ScaleKind::none : ScaleKind::sqrt_head_dim;
+  ATTN_TRY(scale, token("scale", "none | sqrt | a positive real", false));
+  if (scale->text == "none" || scale->text == "sqrt") {
+    instance.scale = scale->text == "none" ? ScaleKind::none : ScaleKind::sqrt_head_dim;
   } else {
-    double value = 0;
-    if (!real_value(scale, "scale", limits_.max_abs_qk, value, instance.scale_text)) {
-      error_->message = "expected scale none | sqrt | a positive real: " + error_->message;
-      return false;
+    auto value = real_value(*scale, "scale", limits_.max_abs_qk);
+    if (!value) {
+      ParseError error = value.error();
+      error.message = "expected scale none | sqrt | a positive real: " + error.message;
+      return error;
     }
-    if (!(value > 0)) return fail_at(scale, "scale = " + instance.scale_text + " must be positive");
+    instance.scale_text = value->text;
+    if (!(value->value > 0)) return error_at(*scale, "scale = " + instance.scale_text + " must be positive");
     instance.scale = ScaleKind::explicit_value;
   }
-  if (!word("form", {"qkv", "self"}, true, choice)) return false;
-  instance.self_form = choice == "self";
+  ATTN_TRY(form, word("form", {"qkv", "self"}, true));
+  instance.self_form = *form == "self";
   if (instance.self_form && (instance.n != instance.m || instance.d_k != instance.d_v)) {
-    return fail_at(last_, "form self needs n = m and d_k = d_v (X is Q, K and V at once)");
+    return error_at(last_, "form self needs n = m and d_k = d_v (X is Q, K and V at once)");
   }
-  return true;
+  return Ok{};
+}
+
+Result<Ok> Reader::batch_item(const Instance& instance, std::size_t b, BatchItem& item) {
+  const Limits& L = limits_;
+  if (instance.self_form) {
+    // X is Q, K and V at once: the tighter of the two bounds applies to it.
+    const std::string& bound = compare_magnitude(L.max_abs_qk, L.max_abs_v) <= 0 ? L.max_abs_qk : L.max_abs_v;
+    ATTN_TRY(x, matrix("X", b, instance.n, instance.d_k, bound, item.Q));
+    item.K = item.Q;
+    item.V = item.Q;
+  } else {
+    ATTN_TRY(q, matrix("Q", b, instance.n, instance.d_k, L.max_abs_qk, item.Q));
+    ATTN_TRY(k, matrix("K", b, instance.m, instance.d_k, L.max_abs_qk, item.K));
+    ATTN_TRY(v, matrix("V", b, instance.m, instance.d_v, L.max_abs_v, item.V));
+  }
+  if (instance.mask == MaskKind::explicit_mask) return mask(b, instance.n, instance.m, item.mask);
+  return Ok{};
 }
 
 Result<Instance> Reader::read(Problem problem) {
   Instance instance;
   instance.problem = problem;
-  const Limits& L = limits_;
-  bool ok = true;
   if (problem == Problem::general) {
-    ok = general_header(instance);
+    ATTN_TRY(header, general_header(instance));
   } else {
     const bool multi_head = problem == Problem::ai031;
-    ok = integer("n", 1, L.max_n, false, instance.n) && integer("d", 1, L.max_d, !multi_head, instance.d_k);
-    instance.m = instance.n;
-    instance.d_v = instance.d_k;
+    ATTN_TRY(n, integer("n", 1, limits_.max_n, false));
+    ATTN_TRY(d, integer("d", 1, limits_.max_d, !multi_head));
+    instance.n = instance.m = *n;
+    instance.d_k = instance.d_v = *d;
     instance.decimals = problem == Problem::ai006 ? 4 : 2;
     instance.mask = multi_head ? MaskKind::explicit_mask : MaskKind::causal;
     instance.batch.resize(1);
-    if (ok && multi_head) {
-      ok = integer("h", 1, std::min(L.max_heads, instance.d_k), true, instance.heads) &&
-           check_divides(last_, instance.heads, instance.d_k, "d");
+    if (multi_head) {
+      ATTN_TRY(heads, integer("h", 1, std::min(limits_.max_heads, instance.d_k), true));
+      ATTN_TRY(divides, check_divides(last_, *heads, instance.d_k, "d"));
+      instance.heads = *heads;
     }
   }
-  for (std::size_t b = 0; ok && b < instance.batch.size(); ++b) {
-    BatchItem& item = instance.batch[b];
-    if (instance.self_form) {
-      // X is Q, K and V at once: the tighter of the two bounds applies to it.
-      const std::string& bound = compare_magnitude(L.max_abs_qk, L.max_abs_v) <= 0 ? L.max_abs_qk : L.max_abs_v;
-      ok = matrix("X", b, instance.n, instance.d_k, bound, item.Q);
-      item.K = item.Q;
-      item.V = item.Q;
-    } else {
-      ok = matrix("Q", b, instance.n, instance.d_k, L.max_abs_qk, item.Q) &&
-           matrix("K", b, instance.m, instance.d_k, L.max_abs_qk, item.K) &&
-           matrix("V", b, instance.m, instance.d_v, L.max_abs_v, item.V);
-    }
-    if (ok && instance.mask == MaskKind::explicit_mask) ok = mask(b, instance.n, instance.m, item.mask);
+  for (std::size_t b = 0; b < instance.batch.size(); ++b) {
+    ATTN_TRY(item, batch_item(instance, b, instance.batch[b]));
   }
-  if (!ok) return *error_;
   if (auto trailing = scanner_.finish()) return *trailing;
   return instance;
 }
+
+#undef ATTN_TRY
 
 }  // namespace
 
