@@ -154,5 +154,21 @@ TEST(Kernel, CrossAttentionWithMoreKeysThanQueries) {
   EXPECT_EQ(r.out, (std::vector<double>{4, 7}));
 }
 
+TEST(Kernel, ZeroKeysGiveExactlyPositiveZeroRowsForEveryMaskKind) {
+  const std::vector<double> Q = {1, -2, 3, 4, 5, -6};  // 3 queries, d_k = 2
+  for (MaskKind kind : {MaskKind::none, MaskKind::causal, MaskKind::explicit_mask}) {
+    std::vector<double> out(3 * 2, 7.0);
+    masked_multihead_attention({3, 0, 2, 2, 1}, Q, {}, {}, {kind, {}}, 1.0, out);
+    for (double x : out) EXPECT_TRUE(x == 0.0 && !std::signbit(x)) << x;
+  }
+}
+
+TEST(Kernel, ZeroQueriesWriteNothing) {
+  const std::vector<double> K = {1, 2}, V = {3, 4};
+  std::vector<double> out;
+  masked_multihead_attention({0, 1, 2, 2, 1}, {}, K, V, {MaskKind::causal, {}}, 1.0, out);
+  EXPECT_TRUE(out.empty());
+}
+
 }  // namespace
 }  // namespace attn

@@ -160,6 +160,40 @@ TEST(FlashAttention, EverySimdLevelWithinTheBound) {
   }
 }
 
+// ---- Every SIMD level with several key tiles per row. A key tile is rounded up to the level's
+// register tile (2 vectors: 8 / 16 / 32 fp32 keys for SSE2 / AVX2 / AVX-512, half as many fp64),
+// so rows of more than 32 keys cross a tile boundary at every level and run the online merge.
+
+class EverySimdLevel : public testing::TestWithParam<SimdLevel> {};
+
+TEST_P(EverySimdLevel, MultiTileRowsWithinTheBoundForEveryMaskAndPrecision) {
+  const SimdLevel level = GetParam();
+  if (!simd_level_supported(level)) GTEST_SKIP() << level_name(level) << " not run: this CPU lacks it";
+  const bool passed = rc::check(std::string(level_name(level)) + ": multi-tile rows within the bound", [level] {
+    constexpr std::size_t kWidestTile = 32;
+    const std::size_t m = *rc::gen::inRange<std::size_t>(kWidestTile + 1, 3 * kWidestTile);
+    const std::size_t n = *rc::gen::inRange<std::size_t>(1, m + 1);
+    const auto mask = *rc::gen::element(MaskKind::none, MaskKind::causal, MaskKind::explicit_mask);
+    const FlashShape shape{*rc::gen::inRange<std::size_t>(1, 3), *rc::gen::inRange<std::size_t>(1, 3), n, m,
+                           *rc::gen::inRange<std::size_t>(1, 20), *rc::gen::inRange<std::size_t>(1, 20)};
+    Case c = random_case(shape, mask, *rc::gen::arbitrary<std::uint32_t>());
+    c.options.simd = level;
+    c.options.layout = *rc::gen::element(TensorLayout::batch_head_seq, TensorLayout::batch_seq_head);
+    c.options.key_tile = *rc::gen::inRange<std::size_t>(1, kWidestTile + 1);
+    c.options.query_tile = *rc::gen::inRange<std::size_t>(1, 30);
+    c.options.threads = *rc::gen::inRange(1u, 3u);
+    if (*rc::gen::arbitrary<bool>())  // key padding, alone or on top of the mask
+      c.key_lengths = *rc::gen::container<std::vector<std::size_t>>(shape.batch, rc::gen::inRange<std::size_t>(0, m + 1));
+    const Reference reference = reference_of(c);
+    RC_ASSERT(count_outside_bound<float>(c, reference) == 0u);
+    RC_ASSERT(count_outside_bound<double>(c, reference) == 0u);
+  });
+  EXPECT_TRUE(passed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Simd, EverySimdLevel, testing::Values(SimdLevel::baseline, SimdLevel::avx2, SimdLevel::avx512),
+                         [](const testing::TestParamInfo<SimdLevel>& info) { return level_name(info.param); });
+
 // ---- The online merge step against two-pass softmax.
 
 TEST(OnlineMerge, NewMaximumArrivesLate) {
@@ -222,6 +256,36 @@ TEST(FlashAttention, RefusesInconsistentArguments) {
   EXPECT_EQ(status(o), FlashStatus::bad_tile);
   o = c.options;
   EXPECT_EQ(status(o), FlashStatus::ok);
+}
+
+template <class T> void expect_zero_keys_give_positive_zero(SimdLevel level) {
+  const FlashShape shape{2, 2, 5, 0, 4, 3};  // five queries, no key at all
+  const std::vector<T> Q(2 * 2 * 5 * 4, T(1));
+  std::vector<T> out(2 * 2 * 5 * 3, T(-1));
+  FlashOptions options;
+  options.simd = level;
+  for (MaskKind mask : {MaskKind::none, MaskKind::causal}) {
+    options.mask = mask;
+    ASSERT_EQ(flash_attention(shape, std::span<const T>(Q), {}, {}, out, options), FlashStatus::ok);
+    for (T x : out) EXPECT_TRUE(x == 0 && !std::signbit(x)) << level_name(level);
+  }
+}
+
+TEST(FlashAttention, ZeroKeysGiveExactlyPositiveZeroRowsAtEveryLevel) {
+  for (SimdLevel level : supported_levels()) {
+    expect_zero_keys_give_positive_zero<float>(level);
+    expect_zero_keys_give_positive_zero<double>(level);
+  }
+}
+
+TEST(FlashAttention, ZeroQueriesAreOkAndWriteNothing) {
+  const std::vector<float> K(1 * 1 * 6 * 4, 1.0f), V(1 * 1 * 6 * 2, 1.0f);
+  for (SimdLevel level : supported_levels()) {
+    FlashOptions options;
+    options.simd = level;
+    EXPECT_EQ(flash_attention({1, 1, 0, 6, 4, 2}, std::span<const float>(), K, V, std::span<float>(), options),
+              FlashStatus::ok);
+  }
 }
 
 // ---- Accuracy against a straightforward fp32 implementation (FlashAttention's criterion).
