@@ -12,6 +12,7 @@
 #include "byte_source.hpp"
 #include "checker.hpp"
 #include "fuzz_check.hpp"
+#include "generators.hpp"
 #include "instance_io.hpp"
 #include "solve.hpp"
 
@@ -20,15 +21,8 @@ namespace {
 using attn::fuzz::require;
 
 /// Small on purpose: the oracle is slow (MPFI, Ziv's loop) and small shapes reach every branch.
-attn::Limits small_limits() {
-  attn::Limits limits = attn::default_limits(attn::Problem::general);
-  limits.max_n = limits.max_m = 4;
-  limits.max_d = 6;
-  limits.max_heads = 3;
-  limits.max_batch = 2;
-  limits.max_decimals = 6;
-  return limits;
-}
+/// n, m <= 4 as build_input draws them; its other sizes (d <= 6, h <= 3) are within the cut.
+attn::Limits small_limits() { return attn::verify::judge_sized_limits(4); }
 
 /// A general-problem input text chosen by the bytes; valid by construction.
 std::string build_input(attn::fuzz::ByteSource& bytes) {

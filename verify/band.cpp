@@ -1,10 +1,10 @@
 #include "band.hpp"
 
-#include <mpfr.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "mpfr.hpp"
 
 // Derivation of the ambiguity band δ.
 //
@@ -77,20 +77,14 @@ class ScaledBounds {
  public:
   explicit ScaledBounds(long exponent) {
     const Integer unit = power_of_ten(exponent);
-    for (mpfr_ptr x : {unit_down_, unit_up_, value_}) mpfr_init2(x, 128);
-    mpfr_set_z(unit_down_, unit.backend().data(), MPFR_RNDD);
-    mpfr_set_z(unit_up_, unit.backend().data(), MPFR_RNDU);
+    mpfr_set_z(unit_down_.get(), unit.backend().data(), MPFR_RNDD);
+    mpfr_set_z(unit_up_.get(), unit.backend().data(), MPFR_RNDU);
     // 10^e is an exact double for e <= 22 (5^22 < 2^53).
-    unit_double_ = exponent <= 22 ? mpfr_get_d(unit_down_, MPFR_RNDN) : 0;
+    unit_double_ = exponent <= 22 ? mpfr_get_d(unit_down_.get(), MPFR_RNDN) : 0;
   }
-  ~ScaledBounds() {
-    for (mpfr_ptr x : {unit_down_, unit_up_, value_}) mpfr_clear(x);
-  }
-  ScaledBounds(const ScaledBounds&) = delete;
-  ScaledBounds& operator=(const ScaledBounds&) = delete;
 
-  double upper(const Integer& a) { return bound(a, MPFR_RNDU, unit_down_); }
-  double lower(const Integer& a) { return bound(a, MPFR_RNDD, unit_up_); }
+  double upper(const Integer& a) { return bound(a, MPFR_RNDU, unit_down_.get()); }
+  double lower(const Integer& a) { return bound(a, MPFR_RNDD, unit_up_.get()); }
 
  private:
   double bound(const Integer& a, mpfr_rnd_t mode, mpfr_srcptr unit) {
@@ -102,11 +96,13 @@ class ScaledBounds {
       const double quotient = mpz_get_d(z) / unit_double_;
       return std::nextafter(quotient, mode == MPFR_RNDU ? HUGE_VAL : -HUGE_VAL);
     }
-    mpfr_set_z(value_, z, mode);
-    mpfr_div(value_, value_, unit, mode);
-    return mpfr_get_d(value_, mode);
+    mpfr_set_z(value_.get(), z, mode);
+    mpfr_div(value_.get(), value_.get(), unit, mode);
+    return mpfr_get_d(value_.get(), mode);
   }
-  mpfr_t unit_down_, unit_up_, value_;
+  // Any precision gives a valid bound, since every step rounds towards it; at 128 bits the steps
+  // before the final rounding to a double (53 bits) cost it almost nothing in tightness.
+  MpfrFloat unit_down_{128}, unit_up_{128}, value_{128};
   double unit_double_ = 0;  ///< 10^e when exact as a double, else 0
 };
 
@@ -115,13 +111,10 @@ double divisor_bound(const ExactDivisor& divisor, mpfr_rnd_t mode) {
   switch (divisor.kind) {
     case ScaleKind::none: return 1.0;
     case ScaleKind::sqrt_head_dim: {
-      mpfr_t root;
-      mpfr_init2(root, 64);
-      mpfr_set_ui(root, divisor.radicand, MPFR_RNDN);  // exact: radicand < 2^64
-      mpfr_sqrt(root, root, mode);
-      const double out = mpfr_get_d(root, mode);
-      mpfr_clear(root);
-      return out;
+      MpfrFloat root(64);
+      mpfr_set_ui(root.get(), divisor.radicand, MPFR_RNDN);  // exact: radicand < 2^64
+      mpfr_sqrt(root.get(), root.get(), mode);
+      return mpfr_get_d(root.get(), mode);
     }
     case ScaleKind::explicit_value: {
       ScaledBounds value(divisor.value.exponent);

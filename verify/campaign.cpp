@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "checker.hpp"
+#include "generators.hpp"
 #include "instance_io.hpp"
 #include "process.hpp"
 #include "properties.hpp"
@@ -31,17 +32,11 @@ std::string read_text(const fs::path& path) {
   return buffer.str();
 }
 
-// Campaign limits: the judge problems' own, and `general` at sizes the oracle certifies quickly.
+// Campaign limits: the judge problems' own, and `general` at sizes the oracle certifies quickly:
+// n, m <= 32 (AI031 allows 40), where a max-profile case generates and certifies in about 20 ms
+// (attncheck gen | attncheck oracle, 20 seeds), so the agreement stage's 500 per profile stay cheap.
 Limits campaign_limits(Problem problem) {
-  Limits limits = default_limits(problem);
-  if (problem == Problem::general) {
-    limits.max_n = limits.max_m = 32;
-    limits.max_d = 16;
-    limits.max_heads = 16;
-    limits.max_batch = 2;
-    limits.max_decimals = 6;
-  }
-  return limits;
+  return problem == Problem::general ? judge_sized_limits(32) : default_limits(problem);
 }
 
 template <typename Stage>
@@ -205,7 +200,12 @@ void stress_stage(const CampaignOptions& options, StageResult& result) {
     stress_options.limits = campaign_limits(problem);
     stress_options.command = options.solver_command + " --problem " + std::string(problem_name(problem));
     if (problem == Problem::general) {
-      stress_options.command += " --max-n 32 --max-m 32 --max-d 16 --max-batch 2 --max-decimals 6";
+      // The solver validates its input against the same cut limits the cases are generated under.
+      const Limits& limits = stress_options.limits;
+      stress_options.command += " --max-n " + std::to_string(limits.max_n) + " --max-m " +
+                                std::to_string(limits.max_m) + " --max-d " + std::to_string(limits.max_d) +
+                                " --max-batch " + std::to_string(limits.max_batch) + " --max-decimals " +
+                                std::to_string(limits.max_decimals);
     }
     stress_options.cases = options.quick ? 60 : 1000;
     stress_options.seed = 77;

@@ -1,11 +1,9 @@
 #include "checker.hpp"
 
-#include <mpfr.h>
-
-#include <cstdio>
-
 #include "band.hpp"
 #include "exact.hpp"
+#include "mpfr.hpp"
+#include "scanner.hpp"
 
 namespace attn::verify {
 namespace {
@@ -19,48 +17,36 @@ constexpr mpfr_prec_t kRangeBits = 256;
 class RangeFinder {
  public:
   explicit RangeFinder(int decimals) {
-    mpfr_init2(x_, kRangeBits);
-    mpfr_init2(scale_, kRangeBits);
-    mpfr_set_z(scale_, power_of_ten(decimals).backend().data(), MPFR_RNDN);  // exact at 256 bits
+    mpfr_set_z(scale_.get(), power_of_ten(decimals).backend().data(), MPFR_RNDN);  // exact at 256 bits
   }
-  ~RangeFinder() {
-    mpfr_clear(x_);
-    mpfr_clear(scale_);
-  }
-  RangeFinder(const RangeFinder&) = delete;
-  RangeFinder& operator=(const RangeFinder&) = delete;
 
   void find(const Interval& value, double band, Integer& lowest, Integer& highest) {
-    mpfr_set_d(x_, value.lo, MPFR_RNDD);
-    mpfr_sub_d(x_, x_, band, MPFR_RNDD);
-    mpfr_mul(x_, x_, scale_, MPFR_RNDD);
-    mpfr_sub_d(x_, x_, 0.5, MPFR_RNDD);
-    mpfr_get_z(lowest.backend().data(), x_, MPFR_RNDU);
-    mpfr_set_d(x_, value.hi, MPFR_RNDU);
-    mpfr_add_d(x_, x_, band, MPFR_RNDU);
-    mpfr_mul(x_, x_, scale_, MPFR_RNDU);
-    mpfr_add_d(x_, x_, 0.5, MPFR_RNDU);
-    mpfr_get_z(highest.backend().data(), x_, MPFR_RNDD);
+    const mpfr_ptr x = x_.get();
+    mpfr_set_d(x, value.lo, MPFR_RNDD);
+    mpfr_sub_d(x, x, band, MPFR_RNDD);
+    mpfr_mul(x, x, scale_.get(), MPFR_RNDD);
+    mpfr_sub_d(x, x, 0.5, MPFR_RNDD);
+    mpfr_get_z(lowest.backend().data(), x, MPFR_RNDU);
+    mpfr_set_d(x, value.hi, MPFR_RNDU);
+    mpfr_add_d(x, x, band, MPFR_RNDU);
+    mpfr_mul(x, x, scale_.get(), MPFR_RNDU);
+    mpfr_add_d(x, x, 0.5, MPFR_RNDU);
+    mpfr_get_z(highest.backend().data(), x, MPFR_RNDD);
   }
 
  private:
-  mpfr_t x_, scale_;
+  MpfrFloat x_{kRangeBits}, scale_{kRangeBits};
 };
 
 // Is the enclosure's midpoint, times 10^k, at or above `scaled`? Picks the nearer neighbour.
 bool at_or_above(const Interval& value, const Integer& scaled, int decimals) {
-  mpfr_t x, m;
-  mpfr_init2(x, kRangeBits);
-  mpfr_init2(m, kRangeBits);
-  mpfr_set_d(x, value.lo, MPFR_RNDN);
-  mpfr_add_d(x, x, value.hi, MPFR_RNDN);
-  mpfr_mul_z(x, x, power_of_ten(decimals).backend().data(), MPFR_RNDN);
-  mpfr_set_z(m, scaled.backend().data(), MPFR_RNDN);
-  mpfr_mul_2ui(m, m, 1, MPFR_RNDN);
-  const bool out = mpfr_cmp(x, m) >= 0;
-  mpfr_clear(x);
-  mpfr_clear(m);
-  return out;
+  MpfrFloat x(kRangeBits), m(kRangeBits);
+  mpfr_set_d(x.get(), value.lo, MPFR_RNDN);
+  mpfr_add_d(x.get(), x.get(), value.hi, MPFR_RNDN);
+  mpfr_mul_z(x.get(), x.get(), power_of_ten(decimals).backend().data(), MPFR_RNDN);
+  mpfr_set_z(m.get(), scaled.backend().data(), MPFR_RNDN);
+  mpfr_mul_2ui(m.get(), m.get(), 1, MPFR_RNDN);
+  return mpfr_cmp(x.get(), m.get()) >= 0;
 }
 
 // The integer m of a fixed text m·10^-k.
@@ -95,24 +81,6 @@ CellCertificate certify_cell(const OracleCell& cell, double band, int decimals, 
   return out;
 }
 
-// A token for a message: at most 24 bytes, non-printable bytes as \xNN.
-std::string shown(std::string_view token) {
-  std::string out = "'";
-  for (std::size_t i = 0; i < token.size() && i < 24; ++i) {
-    const auto c = static_cast<unsigned char>(token[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\'') {
-      out += static_cast<char>(c);
-    } else {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
-      out += escaped;
-    }
-  }
-  return out + (token.size() > 24 ? "...'" : "'");
-}
-
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
 // Why a token is not -?(0|[1-9]D*).D{k} (empty when it is).
 std::string format_problem(std::string_view token, int decimals) {
   std::size_t i = 0;
@@ -129,13 +97,13 @@ std::string format_problem(std::string_view token, int decimals) {
     while (i < token.size() && is_digit(token[i])) ++i, ++fraction_digits;
   }
   const std::string expected = "a fixed decimal with exactly " + std::to_string(decimals) + " digits after the point";
-  if (i != token.size() || integer_digits == 0) return "expected " + expected + ", found " + shown(token);
-  if (integer_digits > 1 && token[integer_start] == '0') return "leading zero in " + shown(token);
+  if (i != token.size() || integer_digits == 0) return "expected " + expected + ", found " + quote_token(token);
+  if (integer_digits > 1 && token[integer_start] == '0') return "leading zero in " + quote_token(token);
   if (point != (decimals > 0) || fraction_digits != static_cast<std::size_t>(decimals)) {
-    return "expected " + expected + ", found " + shown(token);
+    return "expected " + expected + ", found " + quote_token(token);
   }
   if (negative && token.find_first_not_of("0.", 1) == std::string_view::npos) {
-    return "negative zero " + shown(token) + " (write it without the sign)";
+    return "negative zero " + quote_token(token) + " (write it without the sign)";
   }
   return {};
 }
@@ -226,7 +194,8 @@ Verdict check_output(const Certificate& certificate, std::string_view output) {
                             column);
       }
       if (token.empty()) {
-        return presentation("line " + std::to_string(r) + (line.empty() ? " is empty" : ": values must be separated by single spaces"), r, column);
+        const char* why = line.empty() ? " is empty" : ": values must be separated by single spaces";
+        return presentation("line " + std::to_string(r) + why, r, column);
       }
       if (std::string problem = format_problem(token, certificate.decimals); !problem.empty()) {
         return presentation("line " + std::to_string(r) + ", value " + std::to_string(column) + ": " + problem, r,
@@ -266,7 +235,8 @@ Verdict check_output(const Certificate& certificate, std::string_view output) {
     }
     std::string expected = cell.canonical;
     if (cell.ambiguous) expected += " (or up to " + cell.lowest + " .. " + cell.highest + ")";
-    return {VerdictKind::wrong_answer, where + "expected " + expected + ", found " + shown(tokens[i]), row, column};
+    return {VerdictKind::wrong_answer, where + "expected " + expected + ", found " + quote_token(tokens[i]), row,
+            column};
   }
   const std::string summary = std::to_string(tokens.size()) + " values, " + std::to_string(ambiguous) + " ambiguous";
   if (verdict.kind == VerdictKind::ok) {

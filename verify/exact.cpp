@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <numeric>
-#include <stdexcept>
+
+#include "result.hpp"
 
 namespace attn::verify {
 
@@ -10,7 +11,7 @@ Integer integer_from_digits(const std::string& digits) {
   Integer out;
   // Base 10 explicitly: Boost's string constructor would read "066" as octal.
   if (mpz_set_str(out.backend().data(), digits.c_str(), 10) != 0) {
-    throw std::invalid_argument("integer_from_digits: not a run of digits");
+    throw ContractError("integer_from_digits: not a run of digits");
   }
   return out;
 }
@@ -37,10 +38,10 @@ ScaledDecimal parse_scaled(std::string_view canonical) {
       digits += c;
       if (seen_point) ++out.exponent;
     } else {
-      throw std::invalid_argument("parse_scaled: not a plain decimal: " + std::string(canonical.substr(0, 40)));
+      throw ContractError("parse_scaled: not a plain decimal: " + std::string(canonical.substr(0, 40)));
     }
   }
-  if (digits.empty()) throw std::invalid_argument("parse_scaled: empty decimal");
+  if (digits.empty()) throw ContractError("parse_scaled: empty decimal");
   out.mantissa = integer_from_digits(digits);
   if (negative) out.mantissa = -out.mantissa;
   return out;

@@ -19,6 +19,7 @@ namespace attn::verify {
 using Integer = boost::multiprecision::mpz_int;
 
 /// The integer written by a run of decimal digits (leading zeros allowed; never read as octal).
+/// Throws ContractError when `digits` is not such a run.
 [[nodiscard]] Integer integer_from_digits(const std::string& digits);
 
 /// 10^exponent, exponent >= 0.
@@ -31,6 +32,7 @@ struct ScaledDecimal {
 };
 
 /// Reads a canonical decimal text -?(0|[1-9]D*)(.D+)? (as Matrix::text holds it) exactly.
+/// Throws ContractError on a text with no digits or with anything but a sign, digits and one point.
 [[nodiscard]] ScaledDecimal parse_scaled(std::string_view canonical);
 
 /// A matrix of decimals over one common power of ten: entry (r, c) = values[r·cols + c] · 10^-exponent.
@@ -47,7 +49,8 @@ struct ScaledMatrix {
   [[nodiscard]] const Integer& at(std::size_t r, std::size_t c) const { return values[r * cols + c]; }
 };
 
-/// The matrix's exact decimal texts over their largest number of fractional digits.
+/// The matrix's exact decimal texts over their largest number of fractional digits. Throws
+/// ContractError on a text parse_scaled rejects (never for a matrix read by read_instance).
 [[nodiscard]] ScaledMatrix scale_matrix(const Matrix& matrix);
 
 /// The divisor of the scores, exactly: 1, √radicand (radicand = d_k/h), or a positive decimal.
@@ -64,7 +67,8 @@ struct ExactInstance {
   std::vector<ScaledMatrix> Q, K, V;  ///< one per batch item
 };
 
-/// Converts every decimal of the instance exactly.
+/// Converts every decimal of the instance exactly. Throws ContractError on a matrix text or scale text
+/// parse_scaled rejects (never for an instance read by read_instance).
 [[nodiscard]] ExactInstance make_exact(const Instance& instance);
 
 /// One query row and one head: its visible keys, their exact dot products, and the keys grouped

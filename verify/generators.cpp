@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "decimal.hpp"
 #include "instance_io.hpp"
+#include "result.hpp"
 
 namespace attn::verify {
 namespace {
@@ -216,6 +216,37 @@ std::string draw_text(const GenOptions& options) {
 
 }  // namespace
 
+std::string_view profile_name(Profile profile) {
+  switch (profile) {
+    case Profile::random: return "random";
+    case Profile::edge: return "edge";
+    case Profile::max: return "max";
+  }
+  return "?";
+}
+
+std::optional<Profile> profile_from_name(std::string_view name) {
+  if (name == "random") return Profile::random;
+  if (name == "edge") return Profile::edge;
+  if (name == "max") return Profile::max;
+  return std::nullopt;
+}
+
+Limits judge_sized_limits(std::size_t max_length) {
+  Limits limits = default_limits(Problem::general);
+  limits.max_n = limits.max_m = max_length;
+  // The AI006 and AI031 statements: 1 <= d <= 16. h divides d, so h <= 16 too.
+  limits.max_d = 16;
+  limits.max_heads = 16;
+  // A second batch item catches a kernel that mixes items up (offsets, state carried over); each
+  // further item only adds oracle time. A judgement call, not a bound.
+  limits.max_batch = 2;
+  // The generators draw at most 6 decimals (AI006 prints 4); more would only lengthen the oracle's
+  // precision loop.
+  limits.max_decimals = 6;
+  return limits;
+}
+
 GenOptions gen_options(Problem problem, Profile profile) {
   GenOptions options;
   options.problem = problem;
@@ -227,7 +258,7 @@ GenOptions gen_options(Problem problem, Profile profile) {
 Instance instance_from_text(const std::string& text, Problem problem, const Limits& limits) {
   // Lenient, so that "-0" inputs survive as -0.0; write_instance gives the strict-valid text.
   auto result = read_instance(text, problem, limits);
-  if (!result) throw std::logic_error("generated an invalid instance: " + result.error().to_string() + "\n" + text);
+  if (!result) throw ContractError("generated an invalid instance: " + result.error().to_string() + "\n" + text);
   return std::move(result).value();
 }
 

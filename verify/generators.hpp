@@ -4,7 +4,9 @@
 #include <rapidcheck.h>
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
+#include <string_view>
 
 #include "problem.hpp"
 
@@ -14,14 +16,25 @@ namespace attn::verify {
 /// structures below; max: every size at its limit.
 enum class Profile { random, edge, max };
 
+/// "random" | "edge" | "max".
+[[nodiscard]] std::string_view profile_name(Profile profile);
+
+/// The profile called `name`, or nothing when no profile has that name.
+[[nodiscard]] std::optional<Profile> profile_from_name(std::string_view name);
+
+/// The `general` problem's limits cut to judge size: d and h at most 16 (the AI006 and AI031
+/// statements), at most 2 batch items and 6 decimals, and n and m at most `max_length`, which each
+/// caller sets for its budget (the oracle's work per case grows with n·m).
+[[nodiscard]] Limits judge_sized_limits(std::size_t max_length);
+
 /// What to generate. Sizes are drawn up to the limits; `typical_*` keep most cases small so the
 /// oracle stays fast, while 1 and the limit itself are drawn as edges.
 struct GenOptions {
-  Problem problem = Problem::general;
-  Limits limits = default_limits(Problem::general);
-  Profile profile = Profile::edge;
-  std::size_t typical_n = 6;
-  std::size_t typical_d = 6;
+  Problem problem = Problem::general;                ///< the problem whose instances to generate
+  Limits limits = default_limits(Problem::general);  ///< every instance is valid under them
+  Profile profile = Profile::edge;                   ///< how sizes and values are drawn
+  std::size_t typical_n = 6;                         ///< most n and m at most this (edge profile)
+  std::size_t typical_d = 6;                         ///< most d at most this (edge profile)
 };
 
 /// Options for a problem with its default limits.
@@ -37,7 +50,8 @@ struct GenOptions {
 /// The instance `seed` gives: same options and seed, same instance, on any machine.
 [[nodiscard]] Instance sample_instance(const GenOptions& options, std::uint64_t seed);
 
-/// Builds an instance from its text, which must be valid under limits (a generator's contract).
+/// Builds an instance from its text, which must be valid under limits (a generator's contract);
+/// throws attn::ContractError when it is not.
 [[nodiscard]] Instance instance_from_text(const std::string& text, Problem problem, const Limits& limits);
 
 }  // namespace attn::verify

@@ -1,12 +1,11 @@
 #include "implementation.hpp"
 
-#include <stdexcept>
-
-#include "flash_attention.hpp"
-
 #include <cmath>
 #include <limits>
 #include <vector>
+
+#include "flash_attention.hpp"
+#include "result.hpp"
 
 namespace attn::verify {
 
@@ -74,7 +73,7 @@ Solution FlashKernel::run(const Instance& instance) const {
   options.query_tile = query_tile_;
   Solution solution = zero_solution(instance, false);
   if (flash_attention(shape, Q, K, V, solution.values, options) != FlashStatus::ok) {
-    throw std::logic_error("flash_attention refused a valid instance");
+    throw ContractError("flash_attention refused a valid instance");
   }
   return solution;
 }

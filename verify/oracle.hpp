@@ -1,7 +1,9 @@
 // The certified oracle: every output value and attention weight of an instance as a rigorous
-// interval enclosure (MPFI through Boost.Multiprecision) of the exact real result for the input
-// decimals, and each output correctly rounded to the problem's decimals (Ziv's strategy, exact
-// tie decision). Deliberately slow and plain; shares no arithmetic with the production kernel.
+// enclosure of the exact real result for the input decimals, and each output correctly rounded to
+// the problem's decimals, exact ties decided exactly. Each block is first tried in double interval
+// arithmetic with outward rounding; what that cannot decide goes to MPFI (through
+// Boost.Multiprecision) with Ziv's precision schedule. Shares no arithmetic with the production
+// kernels.
 #pragma once
 
 #include <cstddef>
@@ -9,13 +11,13 @@
 #include <vector>
 
 #include "exact.hpp"
-#include "problem.hpp"
 
 namespace attn::verify {
 
 /// Precision schedule of Ziv's strategy, in bits.
 struct OracleOptions {
-  int initial_bits = 64;  ///< enough to round almost every value at once (AI006 needs ~24 bits)
+  int initial_bits = 64;  ///< enough to round almost every value at once (AI006 needs ~24 bits);
+                          ///< below 53 the first pass in doubles is skipped
   int max_bits = 4096;    ///< the cap: a value still undecided here is within 2^-4096 of a boundary
 };
 
@@ -38,28 +40,11 @@ struct OracleCell {
 struct BlockAnswer {
   std::vector<OracleCell> cells;  ///< head_v values
   std::vector<Interval> weights;  ///< one per visible key of the block, in the block's key order
-  std::vector<bool> weight_rational;  ///< a weight is rational (= 1/size) iff all scores are equal
-  int bits = 0;                   ///< the precision the enclosures were computed at
 };
 
 /// Certifies one block at `decimals` digits after the point.
 [[nodiscard]] BlockAnswer oracle_block(const ExactInstance& exact, const ExactBlock& block, int decimals,
                                        const OracleOptions& options = {});
-
-/// The oracle's answer for a whole instance.
-struct OracleAnswer {
-  std::size_t rows = 0;              ///< B·n
-  std::size_t cols = 0;              ///< d_v
-  int decimals = 0;
-  std::vector<OracleCell> cells;     ///< rows x cols
-  std::vector<Interval> weights;     ///< B x h x n x m, [0, 0] where masked
-};
-
-/// Runs oracle_block on every block of the instance.
-[[nodiscard]] OracleAnswer oracle(const Instance& instance, const OracleOptions& options = {});
-
-/// The canonical judge answer: rows of canonical strings, single spaces, '\n' after each row.
-[[nodiscard]] std::string canonical_text(const std::vector<OracleCell>& cells, std::size_t cols);
 
 /// A value's exact decimal digits, correctly rounded (ties to even).
 struct SignificantDigits {

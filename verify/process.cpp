@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 namespace attn::verify {
@@ -102,6 +103,7 @@ ProcessResult run_process(const std::string& command, std::string_view input, do
       }
     }
     if (result.output.size() > output_limit) {
+      result.output.resize(output_limit);  // a read may overshoot the limit by one buffer
       result.end = ProcessEnd::output_limit;
       killed = true;
       break;
@@ -131,9 +133,17 @@ ProcessResult run_process(const std::string& command, std::string_view input, do
 std::string describe(const ProcessResult& result, double timeout_seconds) {
   switch (result.end) {
     case ProcessEnd::exited: return "exit " + std::to_string(result.status);
-    case ProcessEnd::signaled:
-      return "killed by signal " + std::to_string(result.status) + " (" + ::strsignal(result.status) + ")";
-    case ProcessEnd::timed_out: return "timed out after " + std::to_string(timeout_seconds) + " s";
+    case ProcessEnd::signaled: {
+      // sigabbrev_np (glibc 2.32) names the signal ("SEGV"); strsignal would describe it.
+      const char* name = ::sigabbrev_np(result.status);
+      return "killed by signal " + std::to_string(result.status) + " (" + (name ? "SIG" + std::string(name) : "unknown") +
+             ")";
+    }
+    case ProcessEnd::timed_out: {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeout_seconds);
+      return "timed out after " + std::string(seconds) + " s";
+    }
     case ProcessEnd::output_limit: return "output limit exceeded";
     case ProcessEnd::spawn_failed: return "could not start /bin/sh";
   }

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "instance_io.hpp"
+#include "mpfr.hpp"
 #include "shrink.hpp"
 
 namespace attn::verify {
@@ -20,22 +21,6 @@ std::string_view failure_name(FailureKind kind) {
     case FailureKind::output_limit: return "output limit exceeded";
   }
   return "?";
-}
-
-std::string_view profile_name(Profile profile) {
-  switch (profile) {
-    case Profile::random: return "random";
-    case Profile::edge: return "edge";
-    case Profile::max: return "max";
-  }
-  return "?";
-}
-
-std::optional<Profile> profile_from_name(std::string_view name) {
-  if (name == "random") return Profile::random;
-  if (name == "edge") return Profile::edge;
-  if (name == "max") return Profile::max;
-  return std::nullopt;
 }
 
 CaseOutcome run_case(const StressOptions& options, const Instance& instance) {
@@ -118,7 +103,12 @@ StressReport stress(const StressOptions& options) {
     }
   };
   std::vector<std::thread> threads;
-  for (int j = 1; j < std::max(options.jobs, 1); ++j) threads.emplace_back(worker);
+  for (int j = 1; j < std::max(options.jobs, 1); ++j) {
+    threads.emplace_back([&worker] {
+      const MpfrThreadCaches caches;  // freed when this worker ends
+      worker();
+    });
+  }
   worker();
   for (std::thread& t : threads) t.join();
   if (report.failure) shrink(options, *report.failure);

@@ -66,8 +66,4 @@ struct StressReport {
 /// Runs options.cases cases on options.jobs threads; stops at the first failure and shrinks it.
 [[nodiscard]] StressReport stress(const StressOptions& options);
 
-/// "random" | "edge" | "max".
-[[nodiscard]] std::string_view profile_name(Profile profile);
-[[nodiscard]] std::optional<Profile> profile_from_name(std::string_view name);
-
 }  // namespace attn::verify

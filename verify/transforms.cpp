@@ -1,9 +1,9 @@
 #include "transforms.hpp"
 
 #include <charconv>
-#include <stdexcept>
 
 #include "decimal.hpp"
+#include "result.hpp"
 
 namespace attn::verify {
 namespace {
@@ -65,7 +65,7 @@ std::string half_of(const std::string& text) {
 
 void set_text(Matrix& matrix, std::size_t index, const std::string& text) {
   const Decimal decimal = parse_decimal(text);
-  if (decimal.status != DecimalStatus::ok) throw std::invalid_argument("set_text: not a decimal: " + text);
+  if (decimal.status != DecimalStatus::ok) throw ContractError("set_text: not a decimal: " + text);
   double value = 0;
   std::from_chars(decimal.canonical.data(), decimal.canonical.data() + decimal.canonical.size(), value);
   matrix.values[index] = decimal.negative && value == 0 ? -0.0 : value;
@@ -163,7 +163,7 @@ Instance scale_values(const Instance& instance, int power) {
 }
 
 Instance shift_scores(const Instance& instance, const std::vector<std::string>& shift_per_row) {
-  if (instance.scale == ScaleKind::sqrt_head_dim) throw std::invalid_argument("shift_scores: divisor depends on d_k");
+  if (instance.scale == ScaleKind::sqrt_head_dim) throw ContractError("shift_scores: divisor depends on d_k");
   Instance out = as_general(instance);
   const std::size_t h = instance.heads, head_k = instance.d_k / h;
   out.d_k = instance.d_k + h;

@@ -16,7 +16,8 @@ namespace attn::verify {
 /// The mask made explicit (causal becomes lower-triangular, none becomes all ones).
 [[nodiscard]] Instance with_explicit_mask(Instance instance);
 
-/// Sets element `index` of a matrix from exact decimal text (value and text stay consistent).
+/// Sets element `index` of a matrix from exact decimal text (value and text stay consistent);
+/// throws attn::ContractError when `text` is not a decimal.
 void set_text(Matrix& matrix, std::size_t index, const std::string& text);
 
 /// Keys and values (and mask columns) reordered: new key j is old key permutation[j].
@@ -32,7 +33,8 @@ void set_text(Matrix& matrix, std::size_t index, const std::string& text);
 [[nodiscard]] Instance scale_values(const Instance& instance, int power);
 
 /// Each query row gets one extra column per head, and each key a 1 there: every score of row i
-/// in head g grows by shift(i, g). Needs a scale rule that does not depend on d_k (none, explicit).
+/// in head g grows by shift(i, g). Needs a scale rule that does not depend on d_k (none, explicit);
+/// throws attn::ContractError on the √(d_k/h) rule.
 [[nodiscard]] Instance shift_scores(const Instance& instance, const std::vector<std::string>& shift_per_row);
 
 }  // namespace attn::verify

@@ -88,6 +88,18 @@ TEST(Verdicts, PresentationErrors) {
   }
 }
 
+TEST(Verdicts, ShownTokensAreQuotedEscapedAndCut) {
+  const Certificate certificate = certificate_of(kAi031Sample, Problem::ai031);
+  const std::string second = "\n0.00 2.00 4.00 0.00\n";
+  const Verdict control = check(certificate, std::string("1.34 0.66 2\x01.00 2.00", 20) + second);
+  EXPECT_EQ(control.message,
+            "line 1, value 3: expected a fixed decimal with exactly 2 digits after the point, found '2\\x01.00'");
+  const Verdict huge = check(certificate, "1.34 0.66 " + std::string(50, '7') + ".00 2.00" + second);
+  EXPECT_EQ(huge.kind, VerdictKind::wrong_answer);
+  EXPECT_NE(huge.message.find("found '" + std::string(40, '7') + "...' (53 bytes)"), std::string::npos)
+      << huge.message;
+}
+
 TEST(Verdicts, MinusZeroAtFourDecimalsIsPresentationError) {
   // ai006: a tiny negative output must be written 0.0000.
   const Certificate certificate = certificate_of("1 1\n1\n1\n-0.00000001\n", Problem::ai006);

@@ -375,5 +375,29 @@ TEST(RandomInstances, BandHoldsTwoDifferentDoubleImplementations) {
   }
 }
 
+bool overlap(const Interval& a, const Interval& b) { return a.lo <= b.hi && b.lo <= a.hi; }
+
+TEST(RandomInstances, FastPassAgreesWithZivsLoop) {
+  // initial_bits below 53 skips the first pass in doubles: every value then comes from MPFI alone.
+  OracleOptions mpfi_only;
+  mpfi_only.initial_bits = 52;
+  const std::uint64_t seed = 20240602;
+  std::mt19937_64 rng(seed);
+  for (int round = 0; round < 60; ++round) {
+    const Instance instance = random_instance(rng, round % 2 ? Problem::ai031 : Problem::ai006);
+    const Certificate fast = certify(instance);
+    const Certificate slow = certify(instance, mpfi_only);
+    ASSERT_EQ(fast.cells.size(), slow.cells.size());
+    for (std::size_t i = 0; i < fast.cells.size(); ++i) {
+      EXPECT_EQ(fast.cells[i].canonical, slow.cells[i].canonical) << "seed " << seed << " round " << round;
+      // Both enclose the same exact value.
+      EXPECT_TRUE(overlap(fast.cells[i].value, slow.cells[i].value)) << "seed " << seed << " round " << round;
+    }
+    for (std::size_t i = 0; i < fast.weights.size(); ++i) {
+      EXPECT_TRUE(overlap(fast.weights[i].value, slow.weights[i].value)) << "seed " << seed << " round " << round;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace attn::verify

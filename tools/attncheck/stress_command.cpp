@@ -8,6 +8,7 @@
 
 #include "checker.hpp"
 #include "common.hpp"
+#include "generators.hpp"
 #include "instance_io.hpp"
 #include "stress.hpp"
 

@@ -1,0 +1,225 @@
+#include "oracle_fast.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace attn::verify {
+
+std::recursive_mutex& PrecisionScope::mutex() {
+  static std::recursive_mutex instance;
+  return instance;
+}
+
+Real from_integer(const Integer& z) {
+  Real x;
+  mpfi_set_z(x.backend().data(), z.backend().data());  // rounds outwards when z has too many bits
+  return x;
+}
+
+Integer rounded_integer(mpfr_srcptr x, mpfr_rnd_t mode) {
+  Integer out;
+  mpfr_get_z(out.backend().data(), x, mode);
+  return out;
+}
+
+Interval to_interval(const Real& x) {
+  return {mpfr_get_d(left_of(x), MPFR_RNDD), mpfr_get_d(right_of(x), MPFR_RNDU)};
+}
+
+Real score_factor(const ExactDivisor& divisor, long dot_exponent) {
+  const Real unit = from_integer(power_of_ten(dot_exponent));
+  switch (divisor.kind) {
+    case ScaleKind::none: return Real(1) / unit;
+    case ScaleKind::sqrt_head_dim: return Real(1) / (unit * sqrt(Real(divisor.radicand)));
+    case ScaleKind::explicit_value: {
+      const Real numerator = from_integer(power_of_ten(divisor.value.exponent));
+      return numerator / (from_integer(divisor.value.mantissa) * unit);
+    }
+  }
+  return Real(1) / unit;
+}
+
+// ceil(L·σ·10^e) with every quantity rounded upwards, so gap > threshold implies t_g < -L.
+Integer tail_threshold(const Real& factor, int bits) {
+  Real log2;
+  mpfi_const_log2(log2.backend().data());
+  const Real gap = Real(bits + 64) * log2 / factor;  // L / (10^-e / σ), enclosed
+  return rounded_integer(right_of(gap), MPFR_RNDU);
+}
+
+namespace {
+
+// Interval arithmetic on doubles for the fast first pass (Step 6). Each operation is evaluated in
+// round-to-nearest and its result moved one double outwards: the round-to-nearest error is at most
+// half the spacing of doubles next to the result (one subnormal step at most below 2^-1022, so an
+// underflow to 0 is covered by ±2^-1074), hence the widened result contains the exact one. No
+// overflow or NaN can arise: inputs are below 2^900 in magnitude (fast_bounds), exponentials are
+// in [0, 1], and the only divisor, Σ n_g e^{t_g} · 10^e, is at least 1 (the top group's e^0 = 1).
+// The operators work on Interval itself, whose contract (lo <= exact <= hi) they keep.
+
+// The neighbouring double below / above a finite x, by its bit pattern (std::nextafter is a libm
+// call, and these run for every operation).
+double down(double x) {
+  if (!std::isfinite(x)) return std::nextafter(x, -HUGE_VAL);
+  if (x == 0) return -std::numeric_limits<double>::denorm_min();
+  const auto bits = std::bit_cast<std::uint64_t>(x);
+  return std::bit_cast<double>(x > 0 ? bits - 1 : bits + 1);
+}
+double up(double x) { return -down(-x); }
+
+Interval operator+(Interval a, Interval b) { return {down(a.lo + b.lo), up(a.hi + b.hi)}; }
+
+Interval operator*(Interval a, Interval b) {
+  const double p[] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
+  return {down(std::min({p[0], p[1], p[2], p[3]})), up(std::max({p[0], p[1], p[2], p[3]}))};
+}
+
+// a / b for b.lo > 0.
+Interval operator/(Interval a, Interval b) {
+  return {down(a.lo / (a.lo >= 0 ? b.hi : b.lo)), up(a.hi / (a.hi >= 0 ? b.lo : b.hi))};
+}
+
+// An integer as bounds; false past 2^900 (the no-overflow argument above needs the margin).
+bool fast_bounds(const Integer& z, Interval& out) {
+  const mpz_srcptr p = z.backend().data();
+  const std::size_t bits = mpz_sizeinbase(p, 2);
+  if (bits > 900) return false;
+  // mpz_get_d truncates towards zero: exact within 53 bits, else less than one ulp inside.
+  const double d = mpz_get_d(p);
+  out = bits <= 53 ? Interval{d, d} : Interval{down(d), up(d)};
+  return true;
+}
+
+// What the fast pass needs of one score factor f = 10^-dot_exponent / σ, computed once per
+// instance (per thread): the tail threshold for 64 bits (as in Ziv's loop), e^{-L} rounded
+// up, and digits[l][d] ⊇ e^{-d·16^l·f} for the hexadecimal digits d of any gap up to the
+// threshold, each an MPFI enclosure rounded outwards to doubles.
+struct FastTable {
+  bool built = false;
+  bool usable = false;  ///< the threshold fits in 64 bits, so every non-tail gap is a uint64
+  long dot_exponent = 0;
+  ScaleKind kind = ScaleKind::none;
+  std::size_t radicand = 0;
+  ScaledDecimal value;
+  Integer threshold;
+  double tail_upper = 0;
+  std::vector<std::array<Interval, 16>> digits;
+
+  bool matches(const ExactDivisor& divisor, long exponent) const {
+    return built && dot_exponent == exponent && kind == divisor.kind && radicand == divisor.radicand &&
+           value.exponent == divisor.value.exponent && value.mantissa == divisor.value.mantissa;
+  }
+};
+
+// The table's tail threshold is Ziv's at 64 bits: a tail group's e^{t_g} is then below 2^-128,
+// far below what a double enclosure can resolve.
+constexpr int kFastTableBits = 64;
+
+const FastTable& fast_table(const ExactDivisor& divisor, long dot_exponent) {
+  thread_local FastTable table;
+  if (table.matches(divisor, dot_exponent)) return table;
+  PrecisionScope scope(kFastTableBits);
+  table.built = true;
+  table.dot_exponent = dot_exponent;
+  table.kind = divisor.kind;
+  table.radicand = divisor.radicand;
+  table.value = divisor.value;
+  const Real factor = score_factor(divisor, dot_exponent);
+  table.threshold = tail_threshold(factor, kFastTableBits);
+  table.tail_upper = to_interval(Real(exp(-(from_integer(table.threshold) * factor)))).hi;
+  table.usable = mpz_fits_ulong_p(table.threshold.backend().data()) && sizeof(unsigned long) >= 8;
+  table.digits.clear();
+  if (!table.usable) return table;
+  Integer place = 1;  // 16^l
+  for (Integer rest = table.threshold; rest != 0; rest >>= 4, place <<= 4) {
+    std::array<Interval, 16>& level = table.digits.emplace_back();
+    level[0] = {1, 1};
+    for (unsigned d = 1; d < 16; ++d) {
+      level[d] = to_interval(Real(exp(-(from_integer(place * d) * factor))));
+    }
+  }
+  return table;
+}
+
+// x = y·10^k rounded to an integer when no rounding boundary (odd integer of 2x) lies in [lo, hi];
+// as round_scaled in oracle.cpp, in doubles: below 2^50 every doubling, floor and ceiling here is
+// exact.
+bool fast_round(Interval x, long long& out) {
+  if (!(std::fabs(x.lo) < 0x1p50 && std::fabs(x.hi) < 0x1p50)) return false;
+  const auto floor_lo = static_cast<long long>(std::floor(2 * x.lo));
+  const auto ceil_lo = static_cast<long long>(std::ceil(2 * x.lo));
+  const auto floor_hi = static_cast<long long>(std::floor(2 * x.hi));
+  const long long odd = ceil_lo % 2 != 0 ? ceil_lo : ceil_lo + 1;
+  if (odd <= floor_hi) return false;
+  out = (floor_lo + 1) >> 1;  // floor division by 2 (C++20 shifts are arithmetic)
+  return true;
+}
+
+}  // namespace
+
+bool fast_pass(const ExactInstance& exact, const ExactBlock& block, int decimals,
+               const std::vector<std::size_t>& pending, BlockAnswer& answer, std::vector<std::size_t>& undecided) {
+  const FastTable& table = fast_table(exact.divisor, block.dot_exponent);
+  Interval unit, scale;
+  if (!table.usable || !fast_bounds(power_of_ten(block.value_exponent), unit) ||
+      !fast_bounds(power_of_ten(decimals), scale)) {
+    return false;
+  }
+  // e^{t_g} per group from the table's digits, [0, e^{-L}] for a tail group, and the denominator.
+  const std::size_t groups = block.group_dot.size();
+  std::vector<Interval> e(groups);
+  std::vector<bool> tail(groups, false);
+  Interval total{0, 0};
+  Integer gap;
+  for (std::size_t g = 0; g < groups; ++g) {
+    mpz_sub(gap.backend().data(), block.group_dot[0].backend().data(), block.group_dot[g].backend().data());
+    tail[g] = gap > table.threshold;
+    if (tail[g]) {
+      e[g] = {0, table.tail_upper};
+    } else {
+      e[g] = {1, 1};
+      unsigned long rest = mpz_get_ui(gap.backend().data());  // gap <= threshold < 2^64
+      for (std::size_t l = 0; rest != 0; ++l, rest >>= 4) {
+        if ((rest & 15) != 0) e[g] = e[g] * table.digits[l][rest & 15];
+      }
+    }
+    const auto size = static_cast<double>(block.group_size[g]);  // exact: far below 2^53
+    total = total + e[g] * Interval{size, size};
+  }
+  const Interval denominator = total * unit;
+  for (std::size_t c : pending) {
+    // Tail groups together move the numerator by at most Σ_tail |c_g| e^{-L}, as in Ziv's loop.
+    Interval numerator{0, 0};
+    double tail_magnitude = 0;
+    for (std::size_t g = 0; g < groups; ++g) {
+      Interval value;
+      if (!fast_bounds(block.value_sum(g, c), value)) return false;
+      if (tail[g]) {
+        tail_magnitude = up(tail_magnitude + std::max(std::fabs(value.lo), std::fabs(value.hi)));
+      } else {
+        numerator = numerator + value * e[g];
+      }
+    }
+    const double tail_move = up(tail_magnitude * table.tail_upper);
+    numerator = numerator + Interval{-tail_move, tail_move};
+    const Interval y = numerator / denominator;
+    long long rounded = 0;
+    if (!fast_round(y * scale, rounded)) {
+      undecided.push_back(c);
+      continue;
+    }
+    OracleCell& cell = answer.cells[c];
+    cell.value = y;
+    cell.canonical = fixed_text(Integer(rounded), decimals);
+  }
+  for (std::size_t t = 0; t < block.keys.size(); ++t) {
+    answer.weights.push_back(e[block.group_of[t]] / total);
+  }
+  return true;
+}
+
+}  // namespace attn::verify
