@@ -14,6 +14,7 @@
 #include "fuzz_check.hpp"
 #include "generators.hpp"
 #include "instance_io.hpp"
+#include "rules.hpp"
 #include "solve.hpp"
 
 namespace {
@@ -87,7 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (std::size_t b = 0; b < instance.batch.size(); ++b) {
     for (std::size_t i = 0; i < n; ++i) {
       bool any_visible = false;
-      for (std::size_t j = 0; j < m; ++j) any_visible = any_visible || instance.visible(b, i, j);
+      for (std::size_t j = 0; j < m; ++j) any_visible = any_visible || attn::verify::key_visible(instance, b, i, j);
       for (std::size_t c = 0; !any_visible && c < instance.d_v; ++c) {
         const double value = solution.values[(b * n + i) * instance.d_v + c];
         require(value == 0 && !std::signbit(value), "an all-masked row is exactly +0", input);
@@ -98,7 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           const std::size_t k = ((b * heads + g) * n + i) * m + j;
           const double weight = solution.weights[k];
           const auto& exact = certificate.weights[k];
-          if (!instance.visible(b, i, j)) {
+          if (!attn::verify::key_visible(instance, b, i, j)) {
             require(weight == 0, "a masked weight is 0", input);
             continue;
           }

@@ -20,7 +20,7 @@ enum class ScaleKind { none, sqrt_head_dim, explicit_value };
 [[nodiscard]] std::string_view problem_name(Problem problem);
 
 /// Which keys each query sees: everything, j <= i (causal), or an n x m row-major 0/1 matrix.
-/// The one definition of visibility: the kernel and Instance::visible both ask it.
+/// The production kernel's rule; verify/ has its own (verify/rules.hpp) and never asks this one.
 struct MaskView {
   MaskKind kind = MaskKind::none;
   std::span<const std::uint8_t> bits;
@@ -83,10 +83,6 @@ struct Instance {
 
   /// The divisor of Q·Kᵀ as a double: 1, √(d_k/h), or the explicit value.
   [[nodiscard]] double scale_divisor() const;
-  /// Can query i see key j in batch item b?
-  [[nodiscard]] bool visible(std::size_t b, std::size_t i, std::size_t j) const {
-    return MaskView{mask, batch[b].mask}.visible(i, j, m);
-  }
 };
 
 }  // namespace attn

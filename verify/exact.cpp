@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "result.hpp"
+#include "rules.hpp"
 
 namespace attn::verify {
 
@@ -76,9 +77,9 @@ ScaledMatrix scale_matrix(const Matrix& matrix) {
 ExactInstance make_exact(const Instance& instance) {
   ExactInstance exact;
   exact.instance = &instance;
-  exact.divisor.kind = instance.scale;
-  exact.divisor.radicand = instance.d_k / instance.heads;
-  if (instance.scale == ScaleKind::explicit_value) exact.divisor.value = parse_scaled(instance.scale_text);
+  exact.divisor.kind = scale_rule(instance);
+  exact.divisor.radicand = sqrt_radicand(instance);
+  if (exact.divisor.kind == ScaleKind::explicit_value) exact.divisor.value = parse_scaled(instance.scale_text);
   for (const BatchItem& item : instance.batch) {
     exact.Q.push_back(scale_matrix(item.Q));
     exact.K.push_back(scale_matrix(item.K));
@@ -101,20 +102,21 @@ void exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row,
   block.batch = batch;
   block.row = row;
   block.head = head;
-  block.head_k = instance.d_k / instance.heads;
-  block.head_v = instance.d_v / instance.heads;
+  const HeadColumns columns = head_columns(instance, head);
+  block.head_k = columns.k_count;
+  block.head_v = columns.v_count;
   block.dot_exponent = Q.exponent + K.exponent;
   block.value_exponent = V.exponent;
   // Integers already in `block` are assigned in place (resize keeps them), so a reused block
   // allocates next to nothing.
   block.keys.clear();
   for (std::size_t j = 0; j < instance.m; ++j) {
-    if (instance.visible(batch, row, j)) block.keys.push_back(j);
+    if (key_visible(instance, batch, row, j)) block.keys.push_back(j);
   }
   const std::size_t k = block.keys.size();
   block.dot.resize(k);
   block.abs_dot.resize(k);
-  const std::size_t q0 = head * block.head_k;
+  const std::size_t q0 = columns.k_first;
   // int64 is exact for these sums (see ScaledMatrix::narrow); the general case uses GMP.
   const bool narrow_dots = !Q.narrow.empty() && !K.narrow.empty() && block.head_k < (std::size_t{1} << 11);
   for (std::size_t t = 0; t < k; ++t) {

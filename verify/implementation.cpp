@@ -6,28 +6,31 @@
 
 #include "flash_attention.hpp"
 #include "result.hpp"
+#include "rules.hpp"
 
 namespace attn::verify {
 
 Solution OnlineSoftmaxKernel::run(const Instance& instance) const {
   const std::size_t n = instance.n, m = instance.m, h = instance.heads;
-  const std::size_t head_k = instance.d_k / h, head_v = instance.d_v / h;
   Solution solution = zero_solution(instance, true);
-  const double divisor = instance.scale_divisor();
-  std::vector<double> accumulator(head_v);
+  const double divisor = divisor_as_double(instance);
   std::vector<double> dots(m);
   for (std::size_t b = 0; b < instance.batch.size(); ++b) {
     const BatchItem& item = instance.batch[b];
     for (std::size_t g = 0; g < h; ++g) {
+      const HeadColumns head = head_columns(instance, g);
+      std::vector<double> accumulator(head.v_count);
       for (std::size_t i = 0; i < n; ++i) {
         // One pass: when a larger dot product arrives, rescale what was summed so far.
         double running_max = -std::numeric_limits<double>::infinity();
         double running_sum = 0.0;
         std::fill(accumulator.begin(), accumulator.end(), 0.0);
         for (std::size_t j = 0; j < m; ++j) {
-          if (!instance.visible(b, i, j)) continue;
+          if (!key_visible(instance, b, i, j)) continue;
           double dot = 0.0;
-          for (std::size_t c = 0; c < head_k; ++c) dot += item.Q.at(i, g * head_k + c) * item.K.at(j, g * head_k + c);
+          for (std::size_t c = 0; c < head.k_count; ++c) {
+            dot += item.Q.at(i, head.k_first + c) * item.K.at(j, head.k_first + c);
+          }
           dots[j] = dot;
           if (dot > running_max) {
             const double rescale = running_sum == 0.0 ? 0.0 : std::exp((running_max - dot) / divisor);
@@ -37,14 +40,14 @@ Solution OnlineSoftmaxKernel::run(const Instance& instance) const {
           }
           const double e = std::exp((dot - running_max) / divisor);
           running_sum += e;
-          for (std::size_t c = 0; c < head_v; ++c) accumulator[c] += e * item.V.at(j, g * head_v + c);
+          for (std::size_t c = 0; c < head.v_count; ++c) accumulator[c] += e * item.V.at(j, head.v_first + c);
         }
         if (running_sum == 0.0) continue;  // no visible key: the row stays +0.0
-        double* out = &solution.values[(b * n + i) * instance.d_v + g * head_v];
-        for (std::size_t c = 0; c < head_v; ++c) out[c] = accumulator[c] / running_sum;
+        double* out = &solution.values[(b * n + i) * instance.d_v + head.v_first];
+        for (std::size_t c = 0; c < head.v_count; ++c) out[c] = accumulator[c] / running_sum;
         double* weights = &solution.weights[((b * h + g) * n + i) * m];
         for (std::size_t j = 0; j < m; ++j) {
-          if (instance.visible(b, i, j)) weights[j] = std::exp((dots[j] - running_max) / divisor) / running_sum;
+          if (key_visible(instance, b, i, j)) weights[j] = std::exp((dots[j] - running_max) / divisor) / running_sum;
         }
       }
     }

@@ -9,6 +9,7 @@
 #include "checker.hpp"
 #include "property_support.hpp"
 #include "transforms.hpp"
+#include "rules.hpp"
 
 namespace attn::verify::detail {
 namespace {
@@ -89,7 +90,7 @@ void output_within_visible_range(const Implementation& implementation, const Ins
     for (std::size_t c = 0; c < instance.d_v; ++c) {
       double lowest = INFINITY, highest = -INFINITY;
       for (std::size_t j = 0; j < instance.m; ++j) {
-        if (!instance.visible(b, i, j)) continue;
+        if (!key_visible(instance, b, i, j)) continue;
         lowest = std::min(lowest, instance.batch[b].V.at(j, c));
         highest = std::max(highest, instance.batch[b].V.at(j, c));
       }
@@ -118,7 +119,7 @@ void identical_keys_give_mean_of_visible_v(const Implementation& implementation,
     for (std::size_t c = 0; c < instance.d_v; ++c) {
       long double sum = 0;
       for (std::size_t j = 0; j < instance.m; ++j)
-        sum += instance.visible(b, i, j) ? instance.batch[b].V.at(j, c) : 0.0L;
+        sum += key_visible(instance, b, i, j) ? instance.batch[b].V.at(j, c) : 0.0L;
       const double mean = count ? static_cast<double>(sum / count) : 0.0;
       // The long double mean is off by at most m·2^-64·max|V|, far inside δ; 2δ leaves room for it.
       require(std::abs(solution.values[r * instance.d_v + c] - mean) <= 2 * bands.cells[r * instance.d_v + c].band,

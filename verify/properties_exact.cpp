@@ -10,6 +10,7 @@
 
 #include "property_support.hpp"
 #include "transforms.hpp"
+#include "rules.hpp"
 
 namespace attn::verify::detail {
 namespace {
@@ -154,8 +155,8 @@ void format_is_correct_rounding(const Implementation& implementation, const Inst
 void weights_sum_to_one(const Implementation& implementation, const Instance& instance) {
   if (!implementation.provides_weights()) return;
   const Solution solution = run_checked(implementation, instance);
-  const std::size_t h = instance.heads, head_k = instance.d_k / h;
-  const double divisor = instance.scale_divisor();
+  const std::size_t h = instance.heads;
+  const double divisor = divisor_as_double(instance);
   for (std::size_t b = 0; b < instance.batch.size(); ++b) {
     for (std::size_t g = 0; g < h; ++g) {
       for (std::size_t i = 0; i < instance.n; ++i) {
@@ -163,16 +164,17 @@ void weights_sum_to_one(const Implementation& implementation, const Instance& in
         long double sum = 0, lowest = INFINITY, highest = -INFINITY;
         std::size_t k = 0;
         for (std::size_t j = 0; j < instance.m; ++j) {
-          if (!instance.visible(b, i, j)) {
+          if (!key_visible(instance, b, i, j)) {
             require(w[j] == 0.0,
                     "weight of masked key " + std::to_string(j) + " in row " + std::to_string(i) + " is not 0");
             continue;
           }
           require(w[j] >= 0.0, "negative weight in row " + std::to_string(i));
           long double dot = 0;
-          for (std::size_t c = 0; c < head_k; ++c) {
-            dot += static_cast<long double>(instance.batch[b].Q.at(i, g * head_k + c)) *
-                   instance.batch[b].K.at(j, g * head_k + c);
+          const HeadColumns head = head_columns(instance, g);
+          for (std::size_t c = 0; c < head.k_count; ++c) {
+            dot += static_cast<long double>(instance.batch[b].Q.at(i, head.k_first + c)) *
+                   instance.batch[b].K.at(j, head.k_first + c);
           }
           lowest = std::min(lowest, dot / divisor);
           highest = std::max(highest, dot / divisor);

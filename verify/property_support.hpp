@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "properties.hpp"
+#include "rules.hpp"
 
 namespace attn::verify::detail {
 
@@ -38,7 +39,7 @@ inline Solution run_checked(const Implementation& implementation, const Instance
 /// How many keys query i of batch item b sees.
 inline std::size_t visible_count(const Instance& instance, std::size_t b, std::size_t i) {
   std::size_t count = 0;
-  for (std::size_t j = 0; j < instance.m; ++j) count += instance.visible(b, i, j) ? 1 : 0;
+  for (std::size_t j = 0; j < instance.m; ++j) count += key_visible(instance, b, i, j) ? 1 : 0;
   return count;
 }
 

@@ -4,6 +4,7 @@
 
 #include "decimal.hpp"
 #include "result.hpp"
+#include "rules.hpp"
 
 namespace attn::verify {
 namespace {
@@ -83,7 +84,7 @@ Instance with_explicit_mask(Instance instance) {
     auto& mask = instance.batch[b].mask;
     mask.assign(instance.n * instance.m, 0);
     for (std::size_t i = 0; i < instance.n; ++i) {
-      for (std::size_t j = 0; j < instance.m; ++j) mask[i * instance.m + j] = instance.visible(b, i, j) ? 1 : 0;
+      for (std::size_t j = 0; j < instance.m; ++j) mask[i * instance.m + j] = key_visible(instance, b, i, j) ? 1 : 0;
     }
   }
   instance.mask = MaskKind::explicit_mask;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "format.hpp"
+#include "rules.hpp"
 
 namespace attn::verify {
 
@@ -41,12 +42,12 @@ Solution textbook(const Instance& instance, Bug bug) {
   Solution solution = zero_solution(instance, true);
   const Real divisor = bug == Bug::sqrt_d_not_sqrt_hd && instance.scale == ScaleKind::sqrt_head_dim
                            ? static_cast<Real>(std::sqrt(static_cast<double>(instance.d_k)))
-                           : static_cast<Real>(instance.scale_divisor());
+                           : static_cast<Real>(divisor_as_double(instance));
   auto column_k = [&](std::size_t g, std::size_t c) { return bug == Bug::interleaved_heads ? c * h + g : g * head_k + c; };
   auto column_v = [&](std::size_t g, std::size_t c) { return bug == Bug::interleaved_heads ? c * h + g : g * head_v + c; };
   auto visible = [&](std::size_t b, std::size_t i, std::size_t j) {
     if (bug == Bug::causal_off_by_one && instance.mask == MaskKind::causal) return j < i;
-    return instance.visible(b, i, j);
+    return key_visible(instance, b, i, j);
   };
   std::vector<Real> score(m), weight(m);
   for (std::size_t b = 0; b < instance.batch.size(); ++b) {

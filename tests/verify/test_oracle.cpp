@@ -13,6 +13,7 @@
 #include "checker.hpp"
 #include "instance_io.hpp"
 #include "oracle.hpp"
+#include "rules.hpp"
 #include "solve.hpp"
 #include "lesson_samples.hpp"
 
@@ -315,7 +316,7 @@ Instance random_instance(std::mt19937_64& rng, Problem problem) {
 // The textbook form, deliberately unlike the production kernel: s = dot/σ with the dot summed
 // backwards, e = exp(s - max s), y = (Σ e v) / Σ e summed from the last key.
 std::vector<double> textbook(const Instance& instance) {
-  const double sigma = instance.scale_divisor();
+  const double sigma = divisor_as_double(instance);
   const std::size_t hk = instance.d_k / instance.heads, hv = instance.d_v / instance.heads;
   std::vector<double> out(instance.batch.size() * instance.n * instance.d_v, 0.0);
   for (std::size_t b = 0; b < instance.batch.size(); ++b) {
@@ -325,7 +326,7 @@ std::vector<double> textbook(const Instance& instance) {
         std::vector<std::size_t> keys;
         std::vector<double> s;
         for (std::size_t j = 0; j < instance.m; ++j) {
-          if (!instance.visible(b, i, j)) continue;
+          if (!key_visible(instance, b, i, j)) continue;
           double dot = 0;
           for (std::size_t c = hk; c-- > 0;) dot += item.Q.at(i, g * hk + c) * item.K.at(j, g * hk + c);
           keys.push_back(j);

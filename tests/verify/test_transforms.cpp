@@ -17,6 +17,7 @@
 #include "generators.hpp"
 #include "instance_io.hpp"
 #include "result.hpp"
+#include "rules.hpp"
 #include "solve.hpp"
 #include "transforms.hpp"
 
@@ -214,7 +215,7 @@ TEST(Transforms, PermuteKeysMovesKeysValuesAndMaskColumns) {
           for (std::size_t c = 0; c < original.d_k; ++c) ASSERT_TRUE(same_element(to.K, j, c, from.K, order[j], c));
           for (std::size_t c = 0; c < original.d_v; ++c) ASSERT_TRUE(same_element(to.V, j, c, from.V, order[j], c));
           for (std::size_t i = 0; i < original.n; ++i) {
-            ASSERT_EQ(to.mask[i * original.m + j] != 0, original.visible(b, i, order[j]))
+            ASSERT_EQ(to.mask[i * original.m + j] != 0, key_visible(original, b, i, order[j]))
                 << "seed " << seed << " mask[" << i << "][" << j << "]";
           }
         }
@@ -305,7 +306,7 @@ TEST(Transforms, HeadSliceIsOneHeadOfTheWhole) {
       ASSERT_EQ(slice.d_k, head_k);
       ASSERT_EQ(slice.d_v, head_v);
       EXPECT_EQ(slice.problem, Problem::general);
-      EXPECT_EQ(slice.scale_divisor(), original.scale_divisor()) << "same divisor rule";
+      EXPECT_EQ(divisor_as_double(slice), divisor_as_double(original)) << "same divisor rule";
       for (std::size_t b = 0; b < original.batch.size(); ++b) {
         const BatchItem& from = original.batch[b];
         const BatchItem& to = slice.batch[b];
@@ -404,7 +405,7 @@ TEST(Transforms, ShiftScoresAddsOneColumnPerHead) {
     const std::size_t h = original.heads, head_k = original.d_k / h;
     ASSERT_EQ(shifted.d_k, original.d_k + h);
     EXPECT_EQ(shifted.heads, h);
-    EXPECT_EQ(shifted.scale_divisor(), original.scale_divisor());
+    EXPECT_EQ(divisor_as_double(shifted), divisor_as_double(original));
     for (std::size_t b = 0; b < original.batch.size(); ++b) {
       const BatchItem& from = original.batch[b];
       const BatchItem& to = shifted.batch[b];
@@ -433,7 +434,7 @@ TEST(Transforms, ShiftingScoresChangesOutputsOnlyByRounding) {
     const std::vector<std::string> shifts = row_shifts(original.n);
     const Solution before = solve(original), after = solve(shift_scores(original, shifts));
     const std::size_t h = original.heads, head_k = original.d_k / h, head_v = original.d_v / h;
-    const double divisor = original.scale_divisor();
+    const double divisor = divisor_as_double(original);
     for (std::size_t b = 0; b < original.batch.size(); ++b) {
       const BatchItem& item = original.batch[b];
       const double top_v = max_abs(item.V.values);
