@@ -31,11 +31,9 @@ attn::Instance max_instance(attn::Problem problem, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   const bool ai031 = problem == attn::Problem::ai031;
   const std::size_t n = ai031 ? 40 : 80, d = 16, h = ai031 ? 4 : 1;
-  // Appends only: GCC 12 misreports "literal" + std::string as overlapping (-Wrestrict, PR105329).
-  std::string text = std::to_string(n);
-  text.append(" ").append(std::to_string(d));
-  if (ai031) text.append(" ").append(std::to_string(h));
-  text += '\n';
+  attn::Header header;
+  header.problem = problem, header.n = n, header.d_k = d, header.heads = h;
+  std::string text = attn::write_header(header);
   for (int matrix = 0; matrix < 3; ++matrix) {
     const long bound = ai031 && matrix < 2 ? 8 : 1000;
     for (std::size_t i = 0; i < n; ++i) {

@@ -39,10 +39,10 @@ std::string build_input(attn::fuzz::ByteSource& bytes) {
     if (scale[0] == '-') scale.erase(0, 1);
     if (scale.find_first_of("123456789") == std::string::npos) scale = "1";
   }
-  std::string text = std::to_string(batch) + ' ' + std::to_string(n) + ' ' + std::to_string(m) + ' ' +
-                     std::to_string(d_k) + ' ' + std::to_string(d_v) + ' ' + std::to_string(heads) + ' ' +
-                     std::to_string(decimals) + '\n' + (mask == 0 ? "none " : mask == 1 ? "causal " : "explicit ") +
-                     scale + (self_form ? " self\n" : " qkv\n");
+  const attn::MaskKind mask_kind = mask == 0 ? attn::MaskKind::none : mask == 1 ? attn::MaskKind::causal
+                                                                                 : attn::MaskKind::explicit_mask;
+  std::string text = attn::write_header({attn::Problem::general, batch, n, m, d_k, d_v, heads,
+                                         static_cast<int>(decimals), mask_kind, scale, self_form});
   // |x| < 1000 (3 integer digits): scores reach 6·10^6 without a divisor, as in AI006.
   auto matrix = [&](std::size_t rows, std::size_t cols) {
     for (std::size_t r = 0; r < rows; ++r) {

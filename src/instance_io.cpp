@@ -300,38 +300,45 @@ void append_mask(std::string& out, const std::vector<std::uint8_t>& mask, std::s
 
 }  // namespace
 
-std::string write_instance(const Instance& instance) {
+std::string write_header(const Header& header) {
   std::string out;
   auto number = [&](std::size_t value, char after) {
     out += std::to_string(value);
     out += after;
   };
-  switch (instance.problem) {
+  switch (header.problem) {
     case Problem::ai006:
-      number(instance.n, ' ');
-      number(instance.d_k, '\n');
+      number(header.n, ' ');
+      number(header.d_k, '\n');
       break;
     case Problem::ai031:
-      number(instance.n, ' ');
-      number(instance.d_k, ' ');
-      number(instance.heads, '\n');
+      number(header.n, ' ');
+      number(header.d_k, ' ');
+      number(header.heads, '\n');
       break;
-    case Problem::general: {
-      number(instance.batch.size(), ' ');
-      number(instance.n, ' ');
-      number(instance.m, ' ');
-      number(instance.d_k, ' ');
-      number(instance.d_v, ' ');
-      number(instance.heads, ' ');
-      number(static_cast<std::size_t>(instance.decimals), '\n');
-      out += instance.mask == MaskKind::none ? "none " : instance.mask == MaskKind::causal ? "causal " : "explicit ";
-      out += instance.scale == ScaleKind::none            ? "none"
-             : instance.scale == ScaleKind::sqrt_head_dim ? "sqrt"
-                                                          : instance.scale_text;
-      out += instance.self_form ? " self\n" : " qkv\n";
+    case Problem::general:
+      number(header.batch, ' ');
+      number(header.n, ' ');
+      number(header.m, ' ');
+      number(header.d_k, ' ');
+      number(header.d_v, ' ');
+      number(header.heads, ' ');
+      number(static_cast<std::size_t>(header.decimals), '\n');
+      out += header.mask == MaskKind::none ? "none " : header.mask == MaskKind::causal ? "causal " : "explicit ";
+      out += header.scale;
+      out += header.self_form ? " self\n" : " qkv\n";
       break;
-    }
   }
+  return out;
+}
+
+std::string write_instance(const Instance& instance) {
+  const std::string scale = instance.scale == ScaleKind::none            ? "none"
+                            : instance.scale == ScaleKind::sqrt_head_dim ? "sqrt"
+                                                                         : instance.scale_text;
+  std::string out = write_header({instance.problem, instance.batch.size(), instance.n, instance.m, instance.d_k,
+                                  instance.d_v, instance.heads, instance.decimals, instance.mask, scale,
+                                  instance.self_form});
   for (const BatchItem& item : instance.batch) {
     append_matrix(out, item.Q);
     if (!instance.self_form) {

@@ -42,7 +42,4 @@ struct CampaignReport {
 /// Runs every stage (none stops the others).
 [[nodiscard]] CampaignReport run_campaign(const CampaignOptions& options);
 
-/// An SVG histogram of |kernel - exact| / δ on a log scale (bins per decade down to 1e-12).
-[[nodiscard]] std::string error_histogram_svg(const std::vector<double>& ratios);
-
 }  // namespace attn::verify

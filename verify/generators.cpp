@@ -169,14 +169,8 @@ std::string draw_text(const GenOptions& options) {
                                                                    Structure::tiny_negatives)
                                                        : Structure::plain;
   const int fraction = *inRange(0, 4);
-  std::string text;
-  if (problem == Problem::ai006) text = std::to_string(n) + " " + std::to_string(d_k) + "\n";
-  if (problem == Problem::ai031) text = std::to_string(n) + " " + std::to_string(d_k) + " " + std::to_string(heads) + "\n";
-  if (problem == Problem::general) {
-    text = std::to_string(batch) + " " + std::to_string(n) + " " + std::to_string(m) + " " + std::to_string(d_k) + " " +
-           std::to_string(d_v) + " " + std::to_string(heads) + " " + std::to_string(decimals) + "\n" + mask_kind + " " +
-           scale + (self_form ? " self\n" : " qkv\n");
-  }
+  const MaskKind mask = mask_kind == "none" ? MaskKind::none : mask_kind == "causal" ? MaskKind::causal : MaskKind::explicit_mask;
+  std::string text = write_header({problem, batch, n, m, d_k, d_v, heads, decimals, mask, scale, self_form});
   // Scores of thousands make the softmax one-hot; smaller |q|, |k| bounds give weights with every
   // digit in play (where double rounding and near-ties live).
   std::string bound_qk = *weightedOneOf<std::string>({{2, just(L.max_abs_qk)}, {1, just<std::string>("10")},

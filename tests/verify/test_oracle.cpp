@@ -298,10 +298,9 @@ Instance random_instance(std::mt19937_64& rng, Problem problem) {
   }
   const long qk_bound = ai031 ? 8 : std::vector<long>{1, 10, 1000}[rng() % 3];
   const int decimals = static_cast<int>(rng() % 4);
-  std::string text = std::to_string(n);
-  text.append(" ").append(std::to_string(d));
-  if (ai031) text.append(" ").append(std::to_string(h));
-  text += '\n';
+  Header header;
+  header.problem = problem, header.n = n, header.d_k = d, header.heads = h;
+  std::string text = write_header(header);
   for (int matrix = 0; matrix < 3; ++matrix) {
     for (std::size_t i = 0; i < n * d; ++i) {
       const std::string value = random_decimal(rng, matrix < 2 ? qk_bound : 1000, decimals);

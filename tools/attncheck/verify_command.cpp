@@ -11,6 +11,7 @@
 
 #include "campaign.hpp"
 #include "common.hpp"
+#include "report_svg.hpp"
 
 namespace attn::cli {
 namespace {
