@@ -73,7 +73,7 @@ template <class T> void BM_Flash(benchmark::State& state) {
   double seconds = 0;
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
-    if (attn::flash_attention(shape, std::span<const T>(in.Q), in.K, in.V, in.out, options) != attn::FlashStatus::ok)
+    if (attn::flash_attention(shape, std::span<const T>(in.Q), in.K, in.V, in.out, options) != attn::KernelStatus::ok)
       state.SkipWithError("flash_attention refused the call");
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     benchmark::DoNotOptimize(in.out.data());
@@ -145,7 +145,7 @@ int peak_rss() {
   options.mask = attn::MaskKind::causal;
   options.scale_divisor = 8;
   options.threads = 2;
-  const attn::FlashStatus status =
+  const attn::KernelStatus status =
       attn::flash_attention({1, kHeads, n, n, hd, hd}, std::span<const float>(in.Q), in.K, in.V, in.out, options);
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -153,7 +153,7 @@ int peak_rss() {
   const double peak = static_cast<double>(usage.ru_maxrss) / 1024;  // ru_maxrss is in KiB on Linux
   std::printf("n=%zu H=%zu hd=%zu fp32: Q+K+V+O = %.1f MiB, peak RSS = %.1f MiB, ratio %.2f (limit 2)\n", n, kHeads,
               hd, tensors, peak, peak / tensors);
-  return status == attn::FlashStatus::ok && peak <= 2 * tensors ? 0 : 1;
+  return status == attn::KernelStatus::ok && peak <= 2 * tensors ? 0 : 1;
 }
 
 }  // namespace

@@ -6,9 +6,16 @@
 
 namespace attn {
 
-void masked_multihead_attention(const AttentionShape& shape, std::span<const double> Q, std::span<const double> K,
-                                std::span<const double> V, MaskView mask, double scale_divisor,
-                                std::span<double> out, std::span<double> weights) {
+KernelStatus masked_multihead_attention(const AttentionShape& shape, std::span<const double> Q,
+                                        std::span<const double> K, std::span<const double> V, MaskView mask,
+                                        double scale_divisor, std::span<double> out, std::span<double> weights) {
+  if (shape.heads == 0 || shape.d_k % shape.heads != 0 || shape.d_v % shape.heads != 0) return KernelStatus::bad_heads;
+  // Sizes come from a validated instance (at most 2^20 each), so these products cannot overflow.
+  if (Q.size() != shape.n * shape.d_k || K.size() != shape.m * shape.d_k || V.size() != shape.m * shape.d_v ||
+      out.size() != shape.n * shape.d_v || (!weights.empty() && weights.size() != shape.heads * shape.n * shape.m))
+    return KernelStatus::size_mismatch;
+  if (mask.kind == MaskKind::explicit_mask && mask.bits.size() != shape.n * shape.m) return KernelStatus::mask_size_mismatch;
+  if (!(std::isfinite(scale_divisor) && scale_divisor > 0)) return KernelStatus::bad_scale_divisor;
   const std::size_t head_k = shape.d_k / shape.heads;
   const std::size_t head_v = shape.d_v / shape.heads;
   std::fill(out.begin(), out.end(), 0.0);
@@ -49,6 +56,7 @@ void masked_multihead_attention(const AttentionShape& shape, std::span<const dou
       }
     }
   }
+  return KernelStatus::ok;
 }
 
 }  // namespace attn

@@ -53,28 +53,28 @@ bool holds(std::size_t size, std::initializer_list<std::size_t> factors) {
 }
 
 template <class T>
-FlashStatus check(const FlashShape& sh, std::size_t q, std::size_t k, std::size_t v, std::size_t out,
+KernelStatus check(const FlashShape& sh, std::size_t q, std::size_t k, std::size_t v, std::size_t out,
                   const FlashOptions& opt) {
   if (!holds(q, {sh.batch, sh.heads, sh.n, sh.head_dim_k}) || !holds(k, {sh.batch, sh.heads, sh.m, sh.head_dim_k}) ||
       !holds(v, {sh.batch, sh.heads, sh.m, sh.head_dim_v}) || !holds(out, {sh.batch, sh.heads, sh.n, sh.head_dim_v}))
-    return FlashStatus::size_mismatch;
+    return KernelStatus::size_mismatch;
   if (opt.mask == MaskKind::explicit_mask && !holds(opt.mask_bits.size(), {sh.n, sh.m}) &&
       !holds(opt.mask_bits.size(), {sh.batch, sh.n, sh.m}))
-    return FlashStatus::mask_size_mismatch;
+    return KernelStatus::mask_size_mismatch;
   if (!opt.key_lengths.empty() &&
       (opt.key_lengths.size() != sh.batch ||
        std::any_of(opt.key_lengths.begin(), opt.key_lengths.end(), [&](std::size_t l) { return l > sh.m; })))
-    return FlashStatus::bad_key_lengths;
-  if (!(std::isfinite(opt.scale_divisor) && opt.scale_divisor > 0)) return FlashStatus::bad_scale_divisor;
-  if (opt.query_tile == 0 || opt.key_tile == 0) return FlashStatus::bad_tile;
-  if (!simd_level_supported(opt.simd)) return FlashStatus::simd_unsupported;
-  return FlashStatus::ok;
+    return KernelStatus::bad_key_lengths;
+  if (!(std::isfinite(opt.scale_divisor) && opt.scale_divisor > 0)) return KernelStatus::bad_scale_divisor;
+  if (opt.query_tile == 0 || opt.key_tile == 0) return KernelStatus::bad_tile;
+  if (!simd_level_supported(opt.simd)) return KernelStatus::simd_unsupported;
+  return KernelStatus::ok;
 }
 
 template <class T>
-FlashStatus run(const FlashShape& sh, std::span<const T> Q, std::span<const T> K, std::span<const T> V,
+KernelStatus run(const FlashShape& sh, std::span<const T> Q, std::span<const T> K, std::span<const T> V,
                 std::span<T> out, const FlashOptions& opt) {
-  if (const FlashStatus status = check<T>(sh, Q.size(), K.size(), V.size(), out.size(), opt); status != FlashStatus::ok)
+  if (const KernelStatus status = check<T>(sh, Q.size(), K.size(), V.size(), out.size(), opt); status != KernelStatus::ok)
     return status;
   const SimdLevel level = resolve(opt.simd);
   const std::size_t tile = flash_detail::kVectors * vector_bytes(level) / sizeof(T);
@@ -97,7 +97,7 @@ FlashStatus run(const FlashShape& sh, std::span<const T> Q, std::span<const T> K
   job.key_tile = flash_detail::round_up(std::min(opt.key_tile, std::max<std::size_t>(sh.m, 1)), tile);
   job.head_dim_v_padded = flash_detail::round_up(sh.head_dim_v, tile);
   const std::size_t items = job.items();
-  if (items == 0) return FlashStatus::ok;
+  if (items == 0) return KernelStatus::ok;
 
   const ItemFunction<T> item = level == SimdLevel::avx512 ? item_avx512<T>
                                : level == SimdLevel::avx2 ? item_avx2<T>
@@ -119,26 +119,26 @@ FlashStatus run(const FlashShape& sh, std::span<const T> Q, std::span<const T> K
     for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(worker, t);
     worker(0);
   }
-  return FlashStatus::ok;
+  return KernelStatus::ok;
 }
 
-template <class T> FlashStatus exp_run(std::span<const T> x, std::span<T> out, SimdLevel level) {
+template <class T> KernelStatus exp_run(std::span<const T> x, std::span<T> out, SimdLevel level) {
   level = resolve(level);
-  if (!simd_level_supported(level)) return FlashStatus::simd_unsupported;
-  if (out.size() != x.size()) return FlashStatus::size_mismatch;
+  if (!simd_level_supported(level)) return KernelStatus::simd_unsupported;
+  if (out.size() != x.size()) return KernelStatus::size_mismatch;
   const ExpFunction<T> f = level == SimdLevel::avx512 ? exp_avx512<T> : level == SimdLevel::avx2 ? exp_avx2<T> : exp_baseline<T>;
   f(x.data(), out.data(), x.size());
-  return FlashStatus::ok;
+  return KernelStatus::ok;
 }
 
 }  // namespace
 
-FlashStatus flash_attention(const FlashShape& shape, std::span<const float> Q, std::span<const float> K,
+KernelStatus flash_attention(const FlashShape& shape, std::span<const float> Q, std::span<const float> K,
                             std::span<const float> V, std::span<float> out, const FlashOptions& options) {
   return run<float>(shape, Q, K, V, out, options);
 }
 
-FlashStatus flash_attention(const FlashShape& shape, std::span<const double> Q, std::span<const double> K,
+KernelStatus flash_attention(const FlashShape& shape, std::span<const double> Q, std::span<const double> K,
                             std::span<const double> V, std::span<double> out, const FlashOptions& options) {
   return run<double>(shape, Q, K, V, out, options);
 }
@@ -161,8 +161,8 @@ bool simd_level_supported(SimdLevel level) {
   return false;
 }
 
-FlashStatus kernel_exp(std::span<const float> x, std::span<float> out, SimdLevel level) { return exp_run(x, out, level); }
-FlashStatus kernel_exp(std::span<const double> x, std::span<double> out, SimdLevel level) {
+KernelStatus kernel_exp(std::span<const float> x, std::span<float> out, SimdLevel level) { return exp_run(x, out, level); }
+KernelStatus kernel_exp(std::span<const double> x, std::span<double> out, SimdLevel level) {
   return exp_run(x, out, level);
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kernel_status.hpp"
 #include "problem.hpp"
 
 namespace attn {
@@ -36,25 +37,15 @@ struct FlashOptions {
   SimdLevel simd = SimdLevel::automatic;
 };
 
-/// Why a call was refused; nothing is written unless the status is `ok`.
-enum class FlashStatus {
-  ok,
-  size_mismatch,         ///< a Q/K/V/out span does not hold B·H·rows·head_dim values
-  mask_size_mismatch,    ///< explicit mask bits are neither n·m nor B·n·m
-  bad_key_lengths,       ///< key_lengths is neither empty nor B entries each <= m
-  bad_scale_divisor,     ///< not finite and positive
-  bad_tile,              ///< a tile size of zero
-  simd_unsupported,      ///< the requested SimdLevel is not available on this CPU
-};
 
 /// out = softmax(mask(Q·Kᵀ / scale_divisor)) · V per batch item and head, in fp32. A query row
 /// with no visible key is exactly +0.0. Results do not depend on the thread count (bitwise).
-[[nodiscard]] FlashStatus flash_attention(const FlashShape& shape, std::span<const float> Q,
+[[nodiscard]] KernelStatus flash_attention(const FlashShape& shape, std::span<const float> Q,
                                           std::span<const float> K, std::span<const float> V,
                                           std::span<float> out, const FlashOptions& options);
 
 /// The same in fp64.
-[[nodiscard]] FlashStatus flash_attention(const FlashShape& shape, std::span<const double> Q,
+[[nodiscard]] KernelStatus flash_attention(const FlashShape& shape, std::span<const double> Q,
                                           std::span<const double> K, std::span<const double> V,
                                           std::span<double> out, const FlashOptions& options);
 
@@ -67,10 +58,10 @@ enum class FlashStatus {
 /// The kernel's vector exp applied elementwise, for x <= 0 (or -inf): exposed so its accuracy is
 /// tested directly. size_mismatch when out.size() != x.size(), simd_unsupported for a level this
 /// CPU lacks; nothing is written then.
-[[nodiscard]] FlashStatus kernel_exp(std::span<const float> x, std::span<float> out,
+[[nodiscard]] KernelStatus kernel_exp(std::span<const float> x, std::span<float> out,
                                      SimdLevel level = SimdLevel::automatic);
 /// The same in fp64.
-[[nodiscard]] FlashStatus kernel_exp(std::span<const double> x, std::span<double> out,
+[[nodiscard]] KernelStatus kernel_exp(std::span<const double> x, std::span<double> out,
                                      SimdLevel level = SimdLevel::automatic);
 
 /// Relative error bound of kernel_exp on [-87.33, 0] (fp32) and [-708.39, 0] (fp64), in ulps of

@@ -4,6 +4,7 @@
 
 #include "attention.hpp"
 #include "format.hpp"
+#include "result.hpp"
 
 namespace attn {
 
@@ -26,8 +27,9 @@ Solution solve(const Instance& instance, bool with_weights) {
     std::span<double> out(solution.values.data() + b * instance.n * instance.d_v, instance.n * instance.d_v);
     std::span<double> weights;
     if (with_weights) weights = std::span<double>(solution.weights.data() + b * weights_per_item, weights_per_item);
-    masked_multihead_attention(shape, item.Q.values, item.K.values, item.V.values, {instance.mask, item.mask},
-                               divisor, out, weights);
+    const KernelStatus status = masked_multihead_attention(shape, item.Q.values, item.K.values, item.V.values,
+                                                           {instance.mask, item.mask}, divisor, out, weights);
+    if (status != KernelStatus::ok) throw ContractError("solve: the kernel refused a read instance");
   }
   return solution;
 }

@@ -21,7 +21,8 @@ struct Solution {
 /// A zero solution of the instance's shape: B·n x d_v values and, when asked, B x h x n x m weights.
 [[nodiscard]] Solution zero_solution(const Instance& instance, bool with_weights);
 
-/// Runs masked_multihead_attention on every batch item with the instance's mask and scale.
+/// Runs masked_multihead_attention on every batch item with the instance's mask and scale. Throws
+/// ContractError when the kernel refuses the instance (one read_instance accepted never is).
 [[nodiscard]] Solution solve(const Instance& instance, bool with_weights = false);
 
 /// The judge's output text: B·n lines of d_v values with instance.decimals digits.

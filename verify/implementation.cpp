@@ -75,7 +75,7 @@ Solution FlashKernel::run(const Instance& instance) const {
   options.key_tile = key_tile_;
   options.query_tile = query_tile_;
   Solution solution = zero_solution(instance, false);
-  if (flash_attention(shape, Q, K, V, solution.values, options) != FlashStatus::ok) {
+  if (flash_attention(shape, Q, K, V, solution.values, options) != KernelStatus::ok) {
     throw ContractError("flash_attention refused a valid instance");
   }
   return solution;

@@ -96,8 +96,8 @@ template <class T> std::vector<T> run_fast(const Case& c) {
   FlashOptions options = c.options;
   options.mask_bits = c.mask;
   options.key_lengths = c.key_lengths;
-  const FlashStatus status = flash_attention(s, std::span<const T>(Q), K, V, out, options);
-  EXPECT_EQ(status, FlashStatus::ok);
+  const KernelStatus status = flash_attention(s, std::span<const T>(Q), K, V, out, options);
+  EXPECT_EQ(status, KernelStatus::ok);
   return head_major ? permute(out, s, s.n, s.head_dim_v, true) : out;
 }
 
@@ -118,10 +118,11 @@ inline Reference reference_of(const Case& c) {
     for (std::size_t i = 0; i < s.n; ++i)
       for (std::size_t j = 0; j < s.m; ++j) bits[i * s.m + j] = visible(c, b, i, j);
     auto part = [&](const std::vector<double>& v, std::size_t size) { return std::span(v).subspan(b * size, size); };
-    masked_multihead_attention(item, part(c.Q, s.n * item.d_k), part(c.K, s.m * item.d_k), part(c.V, s.m * item.d_v),
-                               {MaskKind::explicit_mask, bits}, c.options.scale_divisor,
-                               std::span(r.out).subspan(b * s.n * item.d_v, s.n * item.d_v),
-                               std::span(r.weights).subspan(b * s.heads * s.n * s.m, s.heads * s.n * s.m));
+    const KernelStatus status = masked_multihead_attention(
+        item, part(c.Q, s.n * item.d_k), part(c.K, s.m * item.d_k), part(c.V, s.m * item.d_v),
+        {MaskKind::explicit_mask, bits}, c.options.scale_divisor, std::span(r.out).subspan(b * s.n * item.d_v, s.n * item.d_v),
+        std::span(r.weights).subspan(b * s.heads * s.n * s.m, s.heads * s.n * s.m));
+    EXPECT_EQ(status, KernelStatus::ok);
   }
   return r;
 }

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -28,7 +30,7 @@ struct KernelRun {
 KernelRun run(const AttentionShape& shape, const std::vector<double>& Q, const std::vector<double>& K,
         const std::vector<double>& V, MaskView mask, double divisor) {
   KernelRun r{std::vector<double>(shape.n * shape.d_v), std::vector<double>(shape.heads * shape.n * shape.m)};
-  masked_multihead_attention(shape, Q, K, V, mask, divisor, r.out, r.weights);
+  EXPECT_EQ(masked_multihead_attention(shape, Q, K, V, mask, divisor, r.out, r.weights), KernelStatus::ok);
   return r;
 }
 
@@ -79,8 +81,9 @@ TEST(LessonSamples, Ai031WithSqrtDInsteadOfSqrtHdGivesTheWrongAnswer) {
   const Instance instance = read_instance(kAi031Sample, Problem::ai031, default_limits(Problem::ai031)).value();
   const BatchItem& item = instance.batch[0];
   std::vector<double> out(8);
-  masked_multihead_attention({2, 2, 4, 4, 2}, item.Q.values, item.K.values, item.V.values,
-                             {MaskKind::explicit_mask, item.mask}, 2.0, out);
+  ASSERT_EQ(masked_multihead_attention({2, 2, 4, 4, 2}, item.Q.values, item.K.values, item.V.values,
+                                       {MaskKind::explicit_mask, item.mask}, 2.0, out),
+            KernelStatus::ok);
   EXPECT_EQ(format_rows(out, 4, 2), "1.24 0.76 2.00 2.00\n0.00 2.00 4.00 0.00\n");
 }
 
@@ -158,7 +161,7 @@ TEST(Kernel, ZeroKeysGiveExactlyPositiveZeroRowsForEveryMaskKind) {
   const std::vector<double> Q = {1, -2, 3, 4, 5, -6};  // 3 queries, d_k = 2
   for (MaskKind kind : {MaskKind::none, MaskKind::causal, MaskKind::explicit_mask}) {
     std::vector<double> out(3 * 2, 7.0);
-    masked_multihead_attention({3, 0, 2, 2, 1}, Q, {}, {}, {kind, {}}, 1.0, out);
+    ASSERT_EQ(masked_multihead_attention({3, 0, 2, 2, 1}, Q, {}, {}, {kind, {}}, 1.0, out), KernelStatus::ok);
     for (double x : out) EXPECT_TRUE(x == 0.0 && !std::signbit(x)) << x;
   }
 }
@@ -166,8 +169,27 @@ TEST(Kernel, ZeroKeysGiveExactlyPositiveZeroRowsForEveryMaskKind) {
 TEST(Kernel, ZeroQueriesWriteNothing) {
   const std::vector<double> K = {1, 2}, V = {3, 4};
   std::vector<double> out;
-  masked_multihead_attention({0, 1, 2, 2, 1}, {}, K, V, {MaskKind::causal, {}}, 1.0, out);
+  EXPECT_EQ(masked_multihead_attention({0, 1, 2, 2, 1}, {}, K, V, {MaskKind::causal, {}}, 1.0, out), KernelStatus::ok);
   EXPECT_TRUE(out.empty());
+}
+
+TEST(Kernel, RefusesInconsistentArgumentsWithoutWriting) {
+  const std::vector<double> Q(2 * 4, 1.0), K(3 * 4, 1.0), V(3 * 2, 1.0);
+  const std::vector<std::uint8_t> bits(2 * 3, 1);
+  std::vector<double> out(2 * 2, 7.0);
+  auto status = [&](AttentionShape shape, std::span<const double> q, MaskView mask, double divisor) {
+    return masked_multihead_attention(shape, q, K, V, mask, divisor, out);
+  };
+  const AttentionShape shape{2, 3, 4, 2, 2};
+  EXPECT_EQ(status(shape, std::span(Q).first(7), {}, 1.0), KernelStatus::size_mismatch);
+  EXPECT_EQ(status({2, 3, 4, 2, 0}, Q, {}, 1.0), KernelStatus::bad_heads);
+  EXPECT_EQ(status({2, 3, 4, 2, 4}, Q, {}, 1.0), KernelStatus::bad_heads);  // 4 heads do not divide d_v = 2
+  EXPECT_EQ(status(shape, Q, {MaskKind::explicit_mask, std::span(bits).first(5)}, 1.0),
+            KernelStatus::mask_size_mismatch);
+  EXPECT_EQ(status(shape, Q, {}, 0.0), KernelStatus::bad_scale_divisor);
+  EXPECT_EQ(status(shape, Q, {}, std::numeric_limits<double>::infinity()), KernelStatus::bad_scale_divisor);
+  for (double x : out) EXPECT_EQ(x, 7.0);
+  EXPECT_EQ(status(shape, Q, {MaskKind::explicit_mask, bits}, 1.0), KernelStatus::ok);
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ template <class T> double max_exp_ulps(SimdLevel level) {
   const std::size_t count = 1u << 20;
   std::vector<T> x(count), e(count);
   for (std::size_t i = 0; i < count; ++i) x[i] = lowest * static_cast<T>(i) / static_cast<T>(count - 1);
-  EXPECT_EQ(kernel_exp(std::span<const T>(x), std::span<T>(e), level), FlashStatus::ok);
+  EXPECT_EQ(kernel_exp(std::span<const T>(x), std::span<T>(e), level), KernelStatus::ok);
   double worst = 0;
   for (std::size_t i = 0; i < count; ++i) {
     const long double exact = std::exp(static_cast<long double>(x[i]));
@@ -55,8 +55,8 @@ TEST(KernelExp, ZeroIsOneAndBelowTheRangeIsPlusZero) {
   for (SimdLevel level : supported_levels()) {
     std::vector<float> ef(xf.size());
     std::vector<double> ed(xd.size());
-    ASSERT_EQ(kernel_exp(std::span<const float>(xf), std::span<float>(ef), level), FlashStatus::ok);
-    ASSERT_EQ(kernel_exp(std::span<const double>(xd), std::span<double>(ed), level), FlashStatus::ok);
+    ASSERT_EQ(kernel_exp(std::span<const float>(xf), std::span<float>(ef), level), KernelStatus::ok);
+    ASSERT_EQ(kernel_exp(std::span<const double>(xd), std::span<double>(ed), level), KernelStatus::ok);
     EXPECT_EQ(ef[0], 1.0f);
     EXPECT_EQ(ef[1], 1.0f);
     EXPECT_EQ(ed[0], 1.0);
@@ -75,13 +75,15 @@ TEST(KernelExp, ZeroIsOneAndBelowTheRangeIsPlusZero) {
 TEST(KernelExp, RefusesMismatchedSizesAndMissingLevelsWithoutWriting) {
   const std::vector<float> x = {-1.0f, -2.0f};
   std::vector<float> out = {7.0f};
-  EXPECT_EQ(kernel_exp(std::span<const float>(x), std::span<float>(out)), FlashStatus::size_mismatch);
+  EXPECT_EQ(kernel_exp(std::span<const float>(x), std::span<float>(out)), KernelStatus::size_mismatch);
   EXPECT_EQ(out[0], 7.0f);
   for (SimdLevel level : {SimdLevel::avx2, SimdLevel::avx512}) {
     std::vector<double> xd = {-1.0}, od = {7.0};
-    const FlashStatus status = kernel_exp(std::span<const double>(xd), std::span<double>(od), level);
-    EXPECT_EQ(status, simd_level_supported(level) ? FlashStatus::ok : FlashStatus::simd_unsupported);
-    if (!simd_level_supported(level)) EXPECT_EQ(od[0], 7.0);
+    const KernelStatus status = kernel_exp(std::span<const double>(xd), std::span<double>(od), level);
+    EXPECT_EQ(status, simd_level_supported(level) ? KernelStatus::ok : KernelStatus::simd_unsupported);
+    if (!simd_level_supported(level)) {
+      EXPECT_EQ(od[0], 7.0);
+    }
   }
 }
 
@@ -244,18 +246,18 @@ TEST(FlashAttention, RefusesInconsistentArguments) {
     return flash_attention(c.shape, std::span<const double>(c.Q).first(q_size), c.K, c.V, out, o);
   };
   FlashOptions o = c.options;
-  EXPECT_EQ(status(o, 7), FlashStatus::size_mismatch);
+  EXPECT_EQ(status(o, 7), KernelStatus::size_mismatch);
   o.mask_bits = std::span(c.mask).first(15);
-  EXPECT_EQ(status(o), FlashStatus::mask_size_mismatch);
+  EXPECT_EQ(status(o), KernelStatus::mask_size_mismatch);
   const std::vector<std::size_t> too_long = {5};  // m = 4
   o = c.options, o.key_lengths = too_long;
-  EXPECT_EQ(status(o), FlashStatus::bad_key_lengths);
+  EXPECT_EQ(status(o), KernelStatus::bad_key_lengths);
   o = c.options, o.scale_divisor = 0;
-  EXPECT_EQ(status(o), FlashStatus::bad_scale_divisor);
+  EXPECT_EQ(status(o), KernelStatus::bad_scale_divisor);
   o = c.options, o.key_tile = 0;
-  EXPECT_EQ(status(o), FlashStatus::bad_tile);
+  EXPECT_EQ(status(o), KernelStatus::bad_tile);
   o = c.options;
-  EXPECT_EQ(status(o), FlashStatus::ok);
+  EXPECT_EQ(status(o), KernelStatus::ok);
 }
 
 template <class T> void expect_zero_keys_give_positive_zero(SimdLevel level) {
@@ -266,7 +268,7 @@ template <class T> void expect_zero_keys_give_positive_zero(SimdLevel level) {
   options.simd = level;
   for (MaskKind mask : {MaskKind::none, MaskKind::causal}) {
     options.mask = mask;
-    ASSERT_EQ(flash_attention(shape, std::span<const T>(Q), {}, {}, out, options), FlashStatus::ok);
+    ASSERT_EQ(flash_attention(shape, std::span<const T>(Q), {}, {}, out, options), KernelStatus::ok);
     for (T x : out) EXPECT_TRUE(x == 0 && !std::signbit(x)) << level_name(level);
   }
 }
@@ -284,7 +286,7 @@ TEST(FlashAttention, ZeroQueriesAreOkAndWriteNothing) {
     FlashOptions options;
     options.simd = level;
     EXPECT_EQ(flash_attention({1, 1, 0, 6, 4, 2}, std::span<const float>(), K, V, std::span<float>(), options),
-              FlashStatus::ok);
+              KernelStatus::ok);
   }
 }
 
