@@ -5,9 +5,10 @@
 // ratio fast / baseline per configuration. `bench_attention --peak-rss` instead runs one fp32
 // call at n = 16384 in a fresh process and prints its peak RSS against the size of Q, K, V, O.
 #include <benchmark/benchmark.h>
-#include <cblas.h>
+
 #include <sys/resource.h>
 
+#include <cblas.h>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,9 +25,7 @@ namespace {
 constexpr std::size_t kHeads = 8;
 constexpr std::uint64_t kSeed = 20240601;  // fixed: every run times the same inputs
 
-template <class T> struct Inputs {
-  std::vector<T> Q, K, V, out;
-};
+template <class T> struct Inputs { std::vector<T> Q, K, V, out; };
 
 template <class T> Inputs<T> make_inputs(std::size_t n, std::size_t hd) {
   std::mt19937_64 rng(kSeed);
@@ -83,13 +82,13 @@ template <class T> void BM_Flash(benchmark::State& state) {
 
 void gemm(bool transpose_b, std::size_t rows, std::size_t cols, std::size_t inner, const float* a, const float* b,
           float* c) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, rows, cols, inner, 1.0f, a,
-              inner, b, transpose_b ? inner : cols, 0.0f, c, cols);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, rows, cols, inner, 1.0f, a, inner,
+              b, transpose_b ? inner : cols, 0.0f, c, cols);
 }
 void gemm(bool transpose_b, std::size_t rows, std::size_t cols, std::size_t inner, const double* a, const double* b,
           double* c) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, rows, cols, inner, 1.0, a,
-              inner, b, transpose_b ? inner : cols, 0.0, c, cols);
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, rows, cols, inner, 1.0, a, inner, b,
+              transpose_b ? inner : cols, 0.0, c, cols);
 }
 
 // The textbook 3-step implementation per head: S = Q·Kᵀ (full n x n, as a BLAS user writes it),
@@ -151,8 +150,8 @@ int peak_rss() {
   getrusage(RUSAGE_SELF, &usage);
   const double tensors = 4.0 * kHeads * n * hd * sizeof(float) / (1 << 20);
   const double peak = static_cast<double>(usage.ru_maxrss) / 1024;  // ru_maxrss is in KiB on Linux
-  std::printf("n=%zu H=%zu hd=%zu fp32: Q+K+V+O = %.1f MiB, peak RSS = %.1f MiB, ratio %.2f (limit 2)\n", n, kHeads,
-              hd, tensors, peak, peak / tensors);
+  std::printf("n=%zu H=%zu hd=%zu fp32: Q+K+V+O = %.1f MiB, peak RSS = %.1f MiB, ratio %.2f (limit 2)\n", n, kHeads, hd,
+              tensors, peak, peak / tensors);
   return status == attn::KernelStatus::ok && peak <= 2 * tensors ? 0 : 1;
 }
 

@@ -5,6 +5,8 @@
 // certified alternative, both only in the documented layout; a token that is not
 // -?(0|[1-9]D*).D{k} without "-0.0…", or a wrong token count, is a presentation error — never
 // ok, acceptable or wrong answer.
+#include "checker.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -13,7 +15,6 @@
 #include <string_view>
 #include <vector>
 
-#include "checker.hpp"
 #include "fuzz_check.hpp"
 #include "instance_io.hpp"
 #include "scanner.hpp"

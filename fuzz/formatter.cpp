@@ -5,6 +5,7 @@
 // ties to even (checked exactly with big integers, not with another formatter); format_rows is
 // format_fixed joined by single spaces and '\n'.
 #include <boost/multiprecision/cpp_int.hpp>
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -13,8 +14,8 @@
 #include <vector>
 
 #include "format.hpp"
-#include "result.hpp"
 #include "fuzz_check.hpp"
+#include "result.hpp"
 
 namespace {
 
@@ -65,7 +66,7 @@ void check_rounding(const std::string& text, double x, int decimals) {
   scaled_x *= pow(cpp_int(10), static_cast<unsigned>(decimals));
   if (binary_exponent > 0) scaled_x <<= binary_exponent;
   const cpp_int difference = 2 * (scaled_x - (printed << shift));  // 2·2^shift·(x·10^k − N)
-  const cpp_int half = cpp_int(1) << shift;                          // 2^shift · (1/2) · 2
+  const cpp_int half = cpp_int(1) << shift;                        // 2^shift · (1/2) · 2
   require(abs(difference) <= half, "correctly rounded to k decimals", text);
   if (abs(difference) == half) require((printed & 1) == 0, "ties go to even", text);
 }

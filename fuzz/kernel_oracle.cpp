@@ -39,10 +39,11 @@ std::string build_input(attn::fuzz::ByteSource& bytes) {
     if (scale[0] == '-') scale.erase(0, 1);
     if (scale.find_first_of("123456789") == std::string::npos) scale = "1";
   }
-  const attn::MaskKind mask_kind = mask == 0 ? attn::MaskKind::none : mask == 1 ? attn::MaskKind::causal
-                                                                                 : attn::MaskKind::explicit_mask;
-  std::string text = attn::write_header({attn::Problem::general, batch, n, m, d_k, d_v, heads,
-                                         static_cast<int>(decimals), mask_kind, scale, self_form});
+  const attn::MaskKind mask_kind = mask == 0   ? attn::MaskKind::none
+                                   : mask == 1 ? attn::MaskKind::causal
+                                               : attn::MaskKind::explicit_mask;
+  std::string text = attn::write_header(
+      {attn::Problem::general, batch, n, m, d_k, d_v, heads, static_cast<int>(decimals), mask_kind, scale, self_form});
   // |x| < 1000 (3 integer digits): scores reach 6·10^6 without a divisor, as in AI006.
   auto matrix = [&](std::size_t rows, std::size_t cols) {
     for (std::size_t r = 0; r < rows; ++r) {

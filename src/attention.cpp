@@ -14,7 +14,8 @@ KernelStatus masked_multihead_attention(const AttentionShape& shape, std::span<c
   if (Q.size() != shape.n * shape.d_k || K.size() != shape.m * shape.d_k || V.size() != shape.m * shape.d_v ||
       out.size() != shape.n * shape.d_v || (!weights.empty() && weights.size() != shape.heads * shape.n * shape.m))
     return KernelStatus::size_mismatch;
-  if (mask.kind == MaskKind::explicit_mask && mask.bits.size() != shape.n * shape.m) return KernelStatus::mask_size_mismatch;
+  if (mask.kind == MaskKind::explicit_mask && mask.bits.size() != shape.n * shape.m)
+    return KernelStatus::mask_size_mismatch;
   if (!(std::isfinite(scale_divisor) && scale_divisor > 0)) return KernelStatus::bad_scale_divisor;
   const std::size_t head_k = shape.d_k / shape.heads;
   const std::size_t head_v = shape.d_v / shape.heads;

@@ -24,8 +24,9 @@ struct AttentionShape {
 /// largest dot product before dividing, so exp never sees a positive argument. Zero keys give
 /// +0.0 rows, zero queries write nothing. A span that does not match the shape, heads that do not
 /// divide d_k and d_v, or a divisor that is not finite and positive: refused, nothing written.
-[[nodiscard]] KernelStatus masked_multihead_attention(const AttentionShape& shape, std::span<const double> Q, std::span<const double> K,
-                                std::span<const double> V, MaskView mask, double scale_divisor,
-                                std::span<double> out, std::span<double> weights = {});
+[[nodiscard]] KernelStatus masked_multihead_attention(const AttentionShape& shape, std::span<const double> Q,
+                                                      std::span<const double> K, std::span<const double> V,
+                                                      MaskView mask, double scale_divisor, std::span<double> out,
+                                                      std::span<double> weights = {});
 
 }  // namespace attn

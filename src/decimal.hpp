@@ -18,8 +18,8 @@ enum class DecimalStatus {
 /// A decimal token in canonical form: -?(0|[1-9]D*)(.D*[1-9])?, no exponent, no "-0".
 struct Decimal {
   DecimalStatus status = DecimalStatus::not_a_number;
-  bool negative = false;     ///< sign as written (kept for "-0", which is canonically "0")
-  std::string canonical;     ///< exact value as plain decimal text; "0" for any zero
+  bool negative = false;  ///< sign as written (kept for "-0", which is canonically "0")
+  std::string canonical;  ///< exact value as plain decimal text; "0" for any zero
 };
 
 /// Nonzero inputs below 10^-300 are refused: the error bounds of the ambiguity band assume no

@@ -26,12 +26,22 @@ using flash_detail::Scratch;
 template <class T> using ItemFunction = void (*)(const Job<T>&, std::size_t, Scratch<T>&);
 template <class T> using ExpFunction = void (*)(const T*, T*, std::size_t);
 
-template <class T> void item_baseline(const Job<T>& j, std::size_t i, Scratch<T>& s) { Core<T, 16 / sizeof(T)>::run_item(j, i, s); }
-template <class T> [[gnu::target("avx2,fma")]] void item_avx2(const Job<T>& j, std::size_t i, Scratch<T>& s) { Core<T, 32 / sizeof(T)>::run_item(j, i, s); }
-template <class T> [[gnu::target("avx512f")]] void item_avx512(const Job<T>& j, std::size_t i, Scratch<T>& s) { Core<T, 64 / sizeof(T)>::run_item(j, i, s); }
+template <class T> void item_baseline(const Job<T>& j, std::size_t i, Scratch<T>& s) {
+  Core<T, 16 / sizeof(T)>::run_item(j, i, s);
+}
+template <class T> [[gnu::target("avx2,fma")]] void item_avx2(const Job<T>& j, std::size_t i, Scratch<T>& s) {
+  Core<T, 32 / sizeof(T)>::run_item(j, i, s);
+}
+template <class T> [[gnu::target("avx512f")]] void item_avx512(const Job<T>& j, std::size_t i, Scratch<T>& s) {
+  Core<T, 64 / sizeof(T)>::run_item(j, i, s);
+}
 template <class T> void exp_baseline(const T* x, T* o, std::size_t n) { Core<T, 16 / sizeof(T)>::exp_span(x, o, n); }
-template <class T> [[gnu::target("avx2,fma")]] void exp_avx2(const T* x, T* o, std::size_t n) { Core<T, 32 / sizeof(T)>::exp_span(x, o, n); }
-template <class T> [[gnu::target("avx512f")]] void exp_avx512(const T* x, T* o, std::size_t n) { Core<T, 64 / sizeof(T)>::exp_span(x, o, n); }
+template <class T> [[gnu::target("avx2,fma")]] void exp_avx2(const T* x, T* o, std::size_t n) {
+  Core<T, 32 / sizeof(T)>::exp_span(x, o, n);
+}
+template <class T> [[gnu::target("avx512f")]] void exp_avx512(const T* x, T* o, std::size_t n) {
+  Core<T, 64 / sizeof(T)>::exp_span(x, o, n);
+}
 
 SimdLevel resolve(SimdLevel level) { return level == SimdLevel::automatic ? best_simd_level() : level; }
 
@@ -52,9 +62,8 @@ bool holds(std::size_t size, std::initializer_list<std::size_t> factors) {
   return product(factors, expected) && size == expected;
 }
 
-template <class T>
-KernelStatus check(const FlashShape& sh, std::size_t q, std::size_t k, std::size_t v, std::size_t out,
-                  const FlashOptions& opt) {
+template <class T> KernelStatus check(const FlashShape& sh, std::size_t q, std::size_t k, std::size_t v,
+                                      std::size_t out, const FlashOptions& opt) {
   if (!holds(q, {sh.batch, sh.heads, sh.n, sh.head_dim_k}) || !holds(k, {sh.batch, sh.heads, sh.m, sh.head_dim_k}) ||
       !holds(v, {sh.batch, sh.heads, sh.m, sh.head_dim_v}) || !holds(out, {sh.batch, sh.heads, sh.n, sh.head_dim_v}))
     return KernelStatus::size_mismatch;
@@ -71,10 +80,10 @@ KernelStatus check(const FlashShape& sh, std::size_t q, std::size_t k, std::size
   return KernelStatus::ok;
 }
 
-template <class T>
-KernelStatus run(const FlashShape& sh, std::span<const T> Q, std::span<const T> K, std::span<const T> V,
-                std::span<T> out, const FlashOptions& opt) {
-  if (const KernelStatus status = check<T>(sh, Q.size(), K.size(), V.size(), out.size(), opt); status != KernelStatus::ok)
+template <class T> KernelStatus run(const FlashShape& sh, std::span<const T> Q, std::span<const T> K,
+                                    std::span<const T> V, std::span<T> out, const FlashOptions& opt) {
+  if (const KernelStatus status = check<T>(sh, Q.size(), K.size(), V.size(), out.size(), opt);
+      status != KernelStatus::ok)
     return status;
   const SimdLevel level = resolve(opt.simd);
   const std::size_t tile = flash_detail::kVectors * vector_bytes(level) / sizeof(T);
@@ -111,7 +120,8 @@ KernelStatus run(const FlashShape& sh, std::span<const T> Q, std::span<const T> 
   // bitwise the same for every thread count; the shared counter only balances the load.
   std::atomic<std::size_t> next{0};
   auto worker = [&](std::size_t t) {
-    for (std::size_t i = next.fetch_add(1, std::memory_order_relaxed); i < items; i = next.fetch_add(1, std::memory_order_relaxed))
+    for (std::size_t i = next.fetch_add(1, std::memory_order_relaxed); i < items;
+         i = next.fetch_add(1, std::memory_order_relaxed))
       item(job, i, *scratch[t]);
   };
   {
@@ -126,7 +136,9 @@ template <class T> KernelStatus exp_run(std::span<const T> x, std::span<T> out, 
   level = resolve(level);
   if (!simd_level_supported(level)) return KernelStatus::simd_unsupported;
   if (out.size() != x.size()) return KernelStatus::size_mismatch;
-  const ExpFunction<T> f = level == SimdLevel::avx512 ? exp_avx512<T> : level == SimdLevel::avx2 ? exp_avx2<T> : exp_baseline<T>;
+  const ExpFunction<T> f = level == SimdLevel::avx512 ? exp_avx512<T>
+                           : level == SimdLevel::avx2 ? exp_avx2<T>
+                                                      : exp_baseline<T>;
   f(x.data(), out.data(), x.size());
   return KernelStatus::ok;
 }
@@ -134,12 +146,12 @@ template <class T> KernelStatus exp_run(std::span<const T> x, std::span<T> out, 
 }  // namespace
 
 KernelStatus flash_attention(const FlashShape& shape, std::span<const float> Q, std::span<const float> K,
-                            std::span<const float> V, std::span<float> out, const FlashOptions& options) {
+                             std::span<const float> V, std::span<float> out, const FlashOptions& options) {
   return run<float>(shape, Q, K, V, out, options);
 }
 
 KernelStatus flash_attention(const FlashShape& shape, std::span<const double> Q, std::span<const double> K,
-                            std::span<const double> V, std::span<double> out, const FlashOptions& options) {
+                             std::span<const double> V, std::span<double> out, const FlashOptions& options) {
   return run<double>(shape, Q, K, V, out, options);
 }
 
@@ -154,14 +166,19 @@ bool simd_level_supported(SimdLevel level) {
   const SimdLevel best = best_simd_level();
   switch (level) {
     case SimdLevel::automatic:
-    case SimdLevel::baseline: return true;
-    case SimdLevel::avx2: return best == SimdLevel::avx2 || best == SimdLevel::avx512;
-    case SimdLevel::avx512: return best == SimdLevel::avx512;
+    case SimdLevel::baseline:
+      return true;
+    case SimdLevel::avx2:
+      return best == SimdLevel::avx2 || best == SimdLevel::avx512;
+    case SimdLevel::avx512:
+      return best == SimdLevel::avx512;
   }
   return false;
 }
 
-KernelStatus kernel_exp(std::span<const float> x, std::span<float> out, SimdLevel level) { return exp_run(x, out, level); }
+KernelStatus kernel_exp(std::span<const float> x, std::span<float> out, SimdLevel level) {
+  return exp_run(x, out, level);
+}
 KernelStatus kernel_exp(std::span<const double> x, std::span<double> out, SimdLevel level) {
   return exp_run(x, out, level);
 }
@@ -188,15 +205,15 @@ KernelStatus kernel_exp(std::span<const double> x, std::span<double> out, SimdLe
 //         + 2·(keys + T)·λ·max|v|.
 // This is much looser than the errors seen in practice (the γ_keys summation term dominates for
 // long rows), but it is a bound, and a missing rescale or a wrong mask violates it by far.
-template <class T>
-double flash_error_bound(const FlashBoundTerms& t) {
+template <class T> double flash_error_bound(const FlashBoundTerms& t) {
   constexpr double u = std::numeric_limits<T>::epsilon() / 2;
   constexpr double infinity = std::numeric_limits<double>::infinity();
   const auto gamma = [&](double k) { return k * u >= 0.5 ? infinity : k * u / (1 - k * u); };
   const double tiles = static_cast<double>(std::max<std::size_t>(t.key_tiles, 1));
   const double keys = static_cast<double>(t.keys);
   const double range = std::min(t.score_range, -static_cast<double>(flash_detail::ExpConstants<T>::lowest) + 1);
-  const double a = 2 * gamma(static_cast<double>(t.head_dim_k)) * t.max_abs_dot / t.scale_divisor + 2 * gamma(3) * range;
+  const double a =
+      2 * gamma(static_cast<double>(t.head_dim_k)) * t.max_abs_dot / t.scale_divisor + 2 * gamma(3) * range;
   const double theta = std::expm1(a + tiles * std::log1p(2 * kKernelExpUlps * u) + tiles * std::log1p(u));
   const double g_sum = gamma(keys + tiles), g_acc = gamma(keys + tiles + 1);
   if (!(theta < 1) || !(g_sum < 1)) return infinity;

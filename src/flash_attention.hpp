@@ -27,27 +27,25 @@ struct FlashShape {
 /// Mask, scale, tiling and threading of one call.
 struct FlashOptions {
   TensorLayout layout = TensorLayout::batch_head_seq;
-  MaskKind mask = MaskKind::none;             ///< causal means key j is visible to query i iff j <= i
-  std::span<const std::uint8_t> mask_bits;    ///< explicit: n x m (shared) or B x n x m, 0 = masked
-  std::span<const std::size_t> key_lengths;   ///< key padding: item b sees only j < key_lengths[b]
-  double scale_divisor = 1.0;                 ///< scores are Q·Kᵀ / scale_divisor (> 0)
-  std::size_t query_tile = 128;               ///< queries per work item (128: fastest at n = 2048, hd = 64)
-  std::size_t key_tile = 64;                  ///< keys per online step, rounded up to the SIMD tile
-  unsigned threads = 1;                       ///< 0 = std::thread::hardware_concurrency()
+  MaskKind mask = MaskKind::none;            ///< causal means key j is visible to query i iff j <= i
+  std::span<const std::uint8_t> mask_bits;   ///< explicit: n x m (shared) or B x n x m, 0 = masked
+  std::span<const std::size_t> key_lengths;  ///< key padding: item b sees only j < key_lengths[b]
+  double scale_divisor = 1.0;                ///< scores are Q·Kᵀ / scale_divisor (> 0)
+  std::size_t query_tile = 128;              ///< queries per work item (128: fastest at n = 2048, hd = 64)
+  std::size_t key_tile = 64;                 ///< keys per online step, rounded up to the SIMD tile
+  unsigned threads = 1;                      ///< 0 = std::thread::hardware_concurrency()
   SimdLevel simd = SimdLevel::automatic;
 };
 
-
 /// out = softmax(mask(Q·Kᵀ / scale_divisor)) · V per batch item and head, in fp32. A query row
 /// with no visible key is exactly +0.0. Results do not depend on the thread count (bitwise).
-[[nodiscard]] KernelStatus flash_attention(const FlashShape& shape, std::span<const float> Q,
-                                          std::span<const float> K, std::span<const float> V,
-                                          std::span<float> out, const FlashOptions& options);
+[[nodiscard]] KernelStatus flash_attention(const FlashShape& shape, std::span<const float> Q, std::span<const float> K,
+                                           std::span<const float> V, std::span<float> out, const FlashOptions& options);
 
 /// The same in fp64.
 [[nodiscard]] KernelStatus flash_attention(const FlashShape& shape, std::span<const double> Q,
-                                          std::span<const double> K, std::span<const double> V,
-                                          std::span<double> out, const FlashOptions& options);
+                                           std::span<const double> K, std::span<const double> V, std::span<double> out,
+                                           const FlashOptions& options);
 
 /// The widest SimdLevel this CPU runs.
 [[nodiscard]] SimdLevel best_simd_level();
@@ -59,10 +57,10 @@ struct FlashOptions {
 /// tested directly. size_mismatch when out.size() != x.size(), simd_unsupported for a level this
 /// CPU lacks; nothing is written then.
 [[nodiscard]] KernelStatus kernel_exp(std::span<const float> x, std::span<float> out,
-                                     SimdLevel level = SimdLevel::automatic);
+                                      SimdLevel level = SimdLevel::automatic);
 /// The same in fp64.
 [[nodiscard]] KernelStatus kernel_exp(std::span<const double> x, std::span<double> out,
-                                     SimdLevel level = SimdLevel::automatic);
+                                      SimdLevel level = SimdLevel::automatic);
 
 /// Relative error bound of kernel_exp on [-87.33, 0] (fp32) and [-708.39, 0] (fp64), in ulps of
 /// the result; below that range the result is flushed to +0. Source: measured against the x87
@@ -77,15 +75,14 @@ struct FlashBoundTerms {
   std::size_t key_tiles = 0;   ///< online steps that saw a visible key (<= ceil(m / key_tile))
   double max_abs_dot = 0;      ///< max over visible j of Σ_c |q_c·k_jc|
   double scale_divisor = 1;
-  double score_range = 0;      ///< max over visible j of (s_max - s_j) / scale_divisor
-  double weighted_abs_v = 0;   ///< Σ_j w_j·|v_jc| for the output column
-  double max_abs_v = 0;        ///< max over visible j of |v_jc|
+  double score_range = 0;     ///< max over visible j of (s_max - s_j) / scale_divisor
+  double weighted_abs_v = 0;  ///< Σ_j w_j·|v_jc| for the output column
+  double max_abs_v = 0;       ///< max over visible j of |v_jc|
 };
 
 /// A-priori bound on |computed - exact| for one output value of the fast path in precision T
 /// (float or double), for inputs exactly representable in T. Rigorous under the standard model
 /// of floating-point arithmetic plus kKernelExpUlps; the derivation is in flash_attention.cpp.
-template <class T>
-[[nodiscard]] double flash_error_bound(const FlashBoundTerms& terms);
+template <class T> [[nodiscard]] double flash_error_bound(const FlashBoundTerms& terms);
 
 }  // namespace attn

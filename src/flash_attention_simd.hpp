@@ -16,12 +16,30 @@ namespace attn::flash_detail {
 // ---- Vectors. GCC/clang vector extensions: one generic source compiles to SSE2, AVX2 or AVX-512
 // depending on the target attribute of the function it is inlined into (see the dispatch below).
 template <class T, int W> struct Simd;
-template <> struct Simd<float, 4> { typedef float V __attribute__((vector_size(16))); typedef std::int32_t I __attribute__((vector_size(16))); };
-template <> struct Simd<float, 8> { typedef float V __attribute__((vector_size(32))); typedef std::int32_t I __attribute__((vector_size(32))); };
-template <> struct Simd<float, 16> { typedef float V __attribute__((vector_size(64))); typedef std::int32_t I __attribute__((vector_size(64))); };
-template <> struct Simd<double, 2> { typedef double V __attribute__((vector_size(16))); typedef std::int64_t I __attribute__((vector_size(16))); };
-template <> struct Simd<double, 4> { typedef double V __attribute__((vector_size(32))); typedef std::int64_t I __attribute__((vector_size(32))); };
-template <> struct Simd<double, 8> { typedef double V __attribute__((vector_size(64))); typedef std::int64_t I __attribute__((vector_size(64))); };
+template <> struct Simd<float, 4> {
+  typedef float V __attribute__((vector_size(16)));
+  typedef std::int32_t I __attribute__((vector_size(16)));
+};
+template <> struct Simd<float, 8> {
+  typedef float V __attribute__((vector_size(32)));
+  typedef std::int32_t I __attribute__((vector_size(32)));
+};
+template <> struct Simd<float, 16> {
+  typedef float V __attribute__((vector_size(64)));
+  typedef std::int32_t I __attribute__((vector_size(64)));
+};
+template <> struct Simd<double, 2> {
+  typedef double V __attribute__((vector_size(16)));
+  typedef std::int64_t I __attribute__((vector_size(16)));
+};
+template <> struct Simd<double, 4> {
+  typedef double V __attribute__((vector_size(32)));
+  typedef std::int64_t I __attribute__((vector_size(32)));
+};
+template <> struct Simd<double, 8> {
+  typedef double V __attribute__((vector_size(64)));
+  typedef std::int64_t I __attribute__((vector_size(64)));
+};
 
 #define ATTN_INLINE [[gnu::always_inline]] inline
 
@@ -29,7 +47,11 @@ template <> struct Simd<double, 8> { typedef double V __attribute__((vector_size
 // broadcast built in a helper as a chain of inserts, so the products in dot_products and
 // accumulate are written scalar x vector, which it broadcasts in the caller's ISA (2.5x faster).
 template <class V, class T> ATTN_INLINE V splat(T s) { return s - V{}; }
-template <class V, class T> ATTN_INLINE V load(const T* p) { V v; std::memcpy(&v, p, sizeof v); return v; }
+template <class V, class T> ATTN_INLINE V load(const T* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
 template <class V, class T> ATTN_INLINE void store(T* p, const V& v) { std::memcpy(p, &v, sizeof v); }
 
 // ---- exp for x <= 0: Cody-Waite reduction x = n·ln2 + r, |r| <= ln2/2, a polynomial for e^r and
@@ -70,10 +92,9 @@ template <class T, class V, class I> ATTN_INLINE V vector_exp(const V& x) {
     p = (p * (r * r) + r) + 1.0f;
   } else {
     // Taylor to degree 13: the remainder |r|^14/14!·e^|r| < 6e-18 relative, under u/16.
-    constexpr double inverse_factorial[] = {1.0 / 6227020800, 1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800,
-                                            1.0 / 362880,     1.0 / 40320,     1.0 / 5040,     1.0 / 720,
-                                            1.0 / 120,        1.0 / 24,        1.0 / 6,        0.5,
-                                            1.0,              1.0};
+    constexpr double inverse_factorial[] = {
+        1.0 / 6227020800, 1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040,
+        1.0 / 720,        1.0 / 120,       1.0 / 24,       1.0 / 6,       0.5,          1.0,         1.0};
     p = splat<V>(inverse_factorial[0]);
     for (std::size_t k = 1; k < std::size(inverse_factorial); ++k) p = p * r + inverse_factorial[k];
   }
@@ -103,7 +124,7 @@ template <class T> struct Job {
   Strides q, k, v, o;
   MaskKind mask = MaskKind::none;
   const std::uint8_t* bits = nullptr;
-  std::size_t bits_batch_stride = 0;   // 0: one n x m mask for every batch item
+  std::size_t bits_batch_stride = 0;  // 0: one n x m mask for every batch item
   const std::size_t* key_lengths = nullptr;
   T inverse_scale = 1;
   std::size_t query_tile = 0, key_tile = 0;  // key_tile is a multiple of the micro-tile width
@@ -123,18 +144,18 @@ template <class T> class Scratch {
  public:
   explicit Scratch(const Job<T>& job) {
     const std::size_t rows = round_up(job.query_tile, kRows), dv = job.head_dim_v_padded;
-    const std::size_t sizes[] = {job.shape.head_dim_k * job.key_tile, job.key_tile * dv, kRows * job.key_tile,
-                                 rows * dv, rows, rows};
+    const std::size_t sizes[] = {
+        job.shape.head_dim_k * job.key_tile, job.key_tile * dv, kRows * job.key_tile, rows * dv, rows, rows};
     std::size_t total = 0;
     for (std::size_t s : sizes) total += round_up(s, 64 / sizeof(T));
-    data_ = static_cast<T*>(::operator new(total * sizeof(T), std::align_val_t{64}));
+    data_ = static_cast<T*>(::operator new (total * sizeof(T), std::align_val_t{64}));
     T** parts[] = {&keys_t, &values, &scores, &acc, &row_max, &row_sum};
     T* next = data_;
     for (std::size_t i = 0; i < std::size(sizes); ++i) *parts[i] = next, next += round_up(sizes[i], 64 / sizeof(T));
   }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { ::operator delete(data_, std::align_val_t{64}); }
+  ~Scratch() { ::operator delete (data_, std::align_val_t{64}); }
 
   T* keys_t = nullptr;   // d_k x key_tile: the key tile transposed, zero past its last key
   T* values = nullptr;   // key_tile x head_dim_v_padded, zero past head_dim_v
@@ -163,7 +184,8 @@ template <class T, int W> struct Core {
       std::memcpy(s.values + jj * dvp, v + jj * job.v.row, dv * sizeof(T));
       std::fill(s.values + jj * dvp + dv, s.values + (jj + 1) * dvp, T(0));
     }
-    for (std::size_t c = 0; c < dk; ++c) std::fill(s.keys_t + c * job.key_tile + cols, s.keys_t + c * job.key_tile + cols_padded, T(0));
+    for (std::size_t c = 0; c < dk; ++c)
+      std::fill(s.keys_t + c * job.key_tile + cols, s.keys_t + c * job.key_tile + cols_padded, T(0));
   }
 
   // scores[r][jj] = Q[row r]·K[j0 + jj] for jj < cols (rounded up to kTile).
@@ -209,7 +231,8 @@ template <class T, int W> struct Core {
       return T(1);
     }
     const T new_max = std::max(row_max, tile_max);
-    const T alpha = row_max == new_max ? T(1) : vector_exp<T, V, I>(splat<V>((row_max - new_max) * job.inverse_scale))[0];
+    const T alpha =
+        row_max == new_max ? T(1) : vector_exp<T, V, I>(splat<V>((row_max - new_max) * job.inverse_scale))[0];
     const V shift = splat<V>(new_max), scale = splat<V>(job.inverse_scale);
     V sum{};
     for (std::size_t jj = 0; jj < cols; jj += W) {
@@ -298,7 +321,8 @@ template <class T, int W> struct Core {
     T* o = job.out + b * job.o.batch + h * job.o.head + i0 * job.o.row;
     for (std::size_t r = 0; r < rows; ++r) {
       const T total = s.row_sum[r];
-      for (std::size_t c = 0; c < sh.head_dim_v; ++c) o[r * job.o.row + c] = total > 0 ? s.acc[r * dvp + c] / total : T(0);
+      for (std::size_t c = 0; c < sh.head_dim_v; ++c)
+        o[r * job.o.row + c] = total > 0 ? s.acc[r * dvp + c] / total : T(0);
     }
   }
 

@@ -18,7 +18,8 @@ void append_fixed(std::string& out, double x, int decimals) {
   if (ec != std::errc{}) throw ContractError("format_fixed: buffer too small");
   const char* begin = buffer;
   // A negative value that rounds to zero prints "-0.00"; the problems want "0.00".
-  if (*begin == '-' && std::all_of(begin + 1, static_cast<const char*>(end), [](char c) { return c == '0' || c == '.'; })) {
+  if (*begin == '-' &&
+      std::all_of(begin + 1, static_cast<const char*>(end), [](char c) { return c == '0' || c == '.'; })) {
     ++begin;
   }
   out.append(begin, static_cast<std::size_t>(end - begin));

@@ -12,7 +12,8 @@ inline constexpr int kMaxDecimals = 30;
 
 /// x with exactly `decimals` digits after the point, correctly rounded (ties to even) from the
 /// exact binary value of x — never via an intermediate rounding, so 1.23496 gives "1.23" at 2.
-/// "-0.00" is written "0.00"; never exponent notation. Throws ContractError for NaN/Inf or decimals outside [0, kMaxDecimals].
+/// "-0.00" is written "0.00"; never exponent notation. Throws ContractError for NaN/Inf or decimals outside [0,
+/// kMaxDecimals].
 [[nodiscard]] std::string format_fixed(double x, int decimals);
 
 /// Appends format_fixed(x, decimals) to out.

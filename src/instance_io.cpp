@@ -32,8 +32,8 @@ struct Field {
 std::string limit_text(std::string_view bound) { return "|x| <= " + std::string(bound); }
 
 // Propagates the error of a Result-returning step out of the Reader function that called it.
-#define ATTN_TRY(variable, expression)        \
-  auto variable = (expression);               \
+#define ATTN_TRY(variable, expression) \
+  auto variable = (expression);        \
   if (!variable) return variable.error()
 
 class Reader {
@@ -66,7 +66,7 @@ class Reader {
   Scanner scanner_;
   const Limits& limits_;
   std::size_t input_size_;
-  Token last_;                 // the token read last, for messages about it after the fact
+  Token last_;  // the token read last, for messages about it after the fact
   std::size_t batch_count_ = 1;
 };
 
@@ -115,10 +115,13 @@ Result<Reader::Real> Reader::real_value(const Token& t, const Field& name, std::
   switch (decimal.status) {
     case DecimalStatus::not_a_number:
       return error_at(t, "expected a real number for " + name.str() + ", found " + quote_token(t.text));
-    case DecimalStatus::too_large: return error_at(t, name.str() + " = " + shown() + " exceeds " + limit_text(bound));
+    case DecimalStatus::too_large:
+      return error_at(t, name.str() + " = " + shown() + " exceeds " + limit_text(bound));
     case DecimalStatus::too_small:
-      return error_at(t, name.str() + " = " + shown() + " is nonzero but below 1e-300 in magnitude (a double would underflow)");
-    case DecimalStatus::ok: break;
+      return error_at(
+          t, name.str() + " = " + shown() + " is nonzero but below 1e-300 in magnitude (a double would underflow)");
+    case DecimalStatus::ok:
+      break;
   }
   if (scanner_.strict() && !is_strict_decimal(t.text)) {
     return error_at(t, name.str() + " = " + quote_token(t.text) +
@@ -273,8 +276,7 @@ Result<Instance> Reader::read(Problem problem) {
 
 }  // namespace
 
-Result<Instance> read_instance(std::string_view input, Problem problem, const Limits& limits,
-                               Strictness strictness) {
+Result<Instance> read_instance(std::string_view input, Problem problem, const Limits& limits, Strictness strictness) {
   return Reader(input, limits, strictness).read(problem);
 }
 
@@ -336,9 +338,9 @@ std::string write_instance(const Instance& instance) {
   const std::string scale = instance.scale == ScaleKind::none            ? "none"
                             : instance.scale == ScaleKind::sqrt_head_dim ? "sqrt"
                                                                          : instance.scale_text;
-  std::string out = write_header({instance.problem, instance.batch.size(), instance.n, instance.m, instance.d_k,
-                                  instance.d_v, instance.heads, instance.decimals, instance.mask, scale,
-                                  instance.self_form});
+  std::string out =
+      write_header({instance.problem, instance.batch.size(), instance.n, instance.m, instance.d_k, instance.d_v,
+                    instance.heads, instance.decimals, instance.mask, scale, instance.self_form});
   for (const BatchItem& item : instance.batch) {
     append_matrix(out, item.Q);
     if (!instance.self_form) {

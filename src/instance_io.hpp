@@ -22,13 +22,13 @@ enum class Strictness { lenient, strict };
 /// What an input's header states: its first line (and, for `general`, its second).
 struct Header {
   Problem problem = Problem::ai006;
-  std::size_t batch = 1;   ///< general only
+  std::size_t batch = 1;  ///< general only
   std::size_t n = 0;
-  std::size_t m = 0;       ///< general only (ai006/ai031: m = n)
-  std::size_t d_k = 0;     ///< d for ai006/ai031
-  std::size_t d_v = 0;     ///< general only
-  std::size_t heads = 1;   ///< ai031 and general
-  int decimals = 4;        ///< general only
+  std::size_t m = 0;               ///< general only (ai006/ai031: m = n)
+  std::size_t d_k = 0;             ///< d for ai006/ai031
+  std::size_t d_v = 0;             ///< general only
+  std::size_t heads = 1;           ///< ai031 and general
+  int decimals = 4;                ///< general only
   MaskKind mask = MaskKind::none;  ///< general only
   std::string scale = "sqrt";      ///< general only: "none", "sqrt" or a positive decimal divisor
   bool self_form = false;          ///< general only

@@ -7,13 +7,13 @@ namespace attn {
 /// Why a kernel call was refused; nothing is written unless the status is `ok`.
 enum class KernelStatus {
   ok,
-  size_mismatch,         ///< a Q/K/V/out/weights span does not hold what the shape says
-  mask_size_mismatch,    ///< explicit mask bits are neither n·m nor (batched kernels) B·n·m
-  bad_key_lengths,       ///< key_lengths is neither empty nor B entries each <= m
-  bad_scale_divisor,     ///< not finite and positive
-  bad_heads,             ///< no heads, or h does not divide d_k and d_v
-  bad_tile,              ///< a tile size of zero
-  simd_unsupported,      ///< the requested SimdLevel is not available on this CPU
+  size_mismatch,       ///< a Q/K/V/out/weights span does not hold what the shape says
+  mask_size_mismatch,  ///< explicit mask bits are neither n·m nor (batched kernels) B·n·m
+  bad_key_lengths,     ///< key_lengths is neither empty nor B entries each <= m
+  bad_scale_divisor,   ///< not finite and positive
+  bad_heads,           ///< no heads, or h does not divide d_k and d_v
+  bad_tile,            ///< a tile size of zero
+  simd_unsupported,    ///< the requested SimdLevel is not available on this CPU
 };
 
 }  // namespace attn

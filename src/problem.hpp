@@ -31,14 +31,14 @@ struct MaskView {
 
 /// Size and value limits. Sizes are checked before anything is allocated; values exactly (decimal).
 struct Limits {
-  std::size_t max_n = 0;        ///< queries per batch item (and keys, for ai006/ai031)
-  std::size_t max_m = 0;        ///< keys per batch item (general)
-  std::size_t max_d = 0;        ///< d (d_k and d_v for general)
-  std::size_t max_heads = 0;    ///< h
-  std::size_t max_batch = 1;    ///< batch items (general)
-  int max_decimals = 0;         ///< output decimals (general)
-  std::string max_abs_qk;       ///< |Q|, |K| (and X) bound, canonical decimal
-  std::string max_abs_v;        ///< |V| bound, canonical decimal
+  std::size_t max_n = 0;      ///< queries per batch item (and keys, for ai006/ai031)
+  std::size_t max_m = 0;      ///< keys per batch item (general)
+  std::size_t max_d = 0;      ///< d (d_k and d_v for general)
+  std::size_t max_heads = 0;  ///< h
+  std::size_t max_batch = 1;  ///< batch items (general)
+  int max_decimals = 0;       ///< output decimals (general)
+  std::string max_abs_qk;     ///< |Q|, |K| (and X) bound, canonical decimal
+  std::string max_abs_v;      ///< |V| bound, canonical decimal
 };
 
 /// The defaults DESIGN.md states for each problem.
@@ -67,10 +67,10 @@ struct BatchItem {
 /// A whole judge input. ai006 and ai031 are special cases of the general form.
 struct Instance {
   Problem problem = Problem::ai006;
-  std::size_t n = 0;       ///< queries
-  std::size_t m = 0;       ///< keys and values
-  std::size_t d_k = 0;     ///< columns of Q and K
-  std::size_t d_v = 0;     ///< columns of V and of the output
+  std::size_t n = 0;    ///< queries
+  std::size_t m = 0;    ///< keys and values
+  std::size_t d_k = 0;  ///< columns of Q and K
+  std::size_t d_v = 0;  ///< columns of V and of the output
   std::size_t heads = 1;
   int decimals = 4;
   MaskKind mask = MaskKind::none;

@@ -36,11 +36,10 @@ struct Ok {
 };
 
 /// A value of type T, or the error E that prevented it.
-template <typename T, typename E = ParseError>
-class Result {
+template <typename T, typename E = ParseError> class Result {
  public:
-  Result(T value) : state_(std::move(value)) {}             // NOLINT: implicit by design
-  Result(E error) : state_(std::move(error)) {}             // NOLINT: implicit by design
+  Result(T value) : state_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(E error) : state_(std::move(error)) {}  // NOLINT: implicit by design
 
   [[nodiscard]] bool ok() const noexcept { return state_.index() == 0; }
   explicit operator bool() const noexcept { return ok(); }

@@ -74,8 +74,10 @@ std::string quote_token(std::string_view text) {
       out += static_cast<char>(c);
     }
   }
-  if (text.size() > kShown) out += "...' (" + std::to_string(text.size()) + " bytes)";
-  else out += "'";
+  if (text.size() > kShown)
+    out += "...' (" + std::to_string(text.size()) + " bytes)";
+  else
+    out += "'";
   return out;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -9,8 +10,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <unistd.h>
 
 namespace attn::testing_support {
 
@@ -55,8 +54,7 @@ inline Process run_attncheck(const std::string& args, const std::string& input) 
   const std::string dir = mkdtemp(dir_template);
   const std::string in = dir + "/in", out = dir + "/out", err = dir + "/err";
   std::ofstream(in, std::ios::binary) << input;
-  const std::string command =
-      std::string(ATTNCHECK_BINARY) + " " + args + " <" + in + " >" + out + " 2>" + err;
+  const std::string command = std::string(ATTNCHECK_BINARY) + " " + args + " <" + in + " >" + out + " 2>" + err;
   const int raw = std::system(command.c_str());
   Process p{WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
   std::remove(in.c_str());

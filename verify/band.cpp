@@ -69,8 +69,8 @@
 namespace attn::verify {
 namespace {
 
-constexpr double kSafety = 1 + 0x1p-20;   // see "Evaluating the bound"
-constexpr double kTiny = 0x1p-1074;       // smallest subnormal: the absolute error of an underflow
+constexpr double kSafety = 1 + 0x1p-20;  // see "Evaluating the bound"
+constexpr double kTiny = 0x1p-1074;      // smallest subnormal: the absolute error of an underflow
 
 // a · 10^-exponent (a >= 0) as a double rounded towards +inf or -inf; 10^exponent is converted once.
 class ScaledBounds {
@@ -109,7 +109,8 @@ class ScaledBounds {
 // σ rounded towards `mode`.
 double divisor_bound(const ExactDivisor& divisor, mpfr_rnd_t mode) {
   switch (divisor.kind) {
-    case ScaleKind::none: return 1.0;
+    case ScaleKind::none:
+      return 1.0;
     case ScaleKind::sqrt_head_dim: {
       MpfrFloat root(64);
       mpfr_set_ui(root.get(), divisor.radicand, MPFR_RNDN);  // exact: radicand < 2^64
@@ -181,8 +182,8 @@ BlockBands block_bands(const ExactInstance& exact, const ExactBlock& block, cons
   const double underflow = static_cast<double>(3 * k + 4) * kTiny * (1 + max_v);
   for (std::size_t c = 0; c < block.head_v; ++c) {
     const Interval y = answer.cells[c].value;
-    const double cap = (1 + gamma(2 * k + 2)) * max_v * (1 + 2 * u) + std::max(std::fabs(y.lo), std::fabs(y.hi)) +
-                       underflow;
+    const double cap =
+        (1 + gamma(2 * k + 2)) * max_v * (1 + 2 * u) + std::max(std::fabs(y.lo), std::fabs(y.hi)) + underflow;
     double delta = cap;
     if (usable) {
       double spread = 0, magnitude = 0;

@@ -39,8 +39,7 @@ Limits campaign_limits(Problem problem) {
   return problem == Problem::general ? judge_sized_limits(32) : default_limits(problem);
 }
 
-template <typename Stage>
-StageResult timed(const std::string& name, const CampaignOptions& options, Stage&& stage) {
+template <typename Stage> StageResult timed(const std::string& name, const CampaignOptions& options, Stage&& stage) {
   if (options.log) options.log("stage " + name + " ...");
   const auto start = std::chrono::steady_clock::now();
   StageResult result{name, true, 0, "", json::object()};
@@ -48,8 +47,8 @@ StageResult timed(const std::string& name, const CampaignOptions& options, Stage
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (options.log) {
     std::ostringstream line;
-    line << "stage " << name << ": " << (result.passed ? "PASS" : "FAIL") << " (" << std::fixed
-         << std::setprecision(1) << result.seconds << " s) " << result.summary;
+    line << "stage " << name << ": " << (result.passed ? "PASS" : "FAIL") << " (" << std::fixed << std::setprecision(1)
+         << result.seconds << " s) " << result.summary;
     options.log(line.str());
   }
   return result;
@@ -142,9 +141,12 @@ void agreement_stage(const CampaignOptions& options, StageResult& result, std::v
     }
   }
   result.passed = rejected == 0;
-  result.details = {{"cases", total},       {"values", values}, {"max_ratio", worst},
+  result.details = {{"cases", total},
+                    {"values", values},
+                    {"max_ratio", worst},
                     {"mean_ratio", values ? sum / static_cast<double>(values) : 0.0},
-                    {"ambiguous_values", ambiguous}, {"failures", rejected}};
+                    {"ambiguous_values", ambiguous},
+                    {"failures", rejected}};
   std::ostringstream line;
   line << total << " cases, " << values << " values, max |error|/δ " << std::setprecision(3) << worst << ", mean "
        << (values ? sum / static_cast<double>(values) : 0.0) << ", " << ambiguous << " ambiguous, " << rejected
@@ -177,9 +179,8 @@ void fuzz_stage(const CampaignOptions& options, StageResult& result) {
       const std::string scratch = (fs::temp_directory_path() / ("attncheck-fuzz-" + target)).string();
       fs::remove_all(scratch);
       fs::copy(entry.path(), scratch);
-      const ProcessResult run = run_process(fuzzer.string() + " -max_total_time=20 -artifact_prefix=" + scratch +
-                                                "/crash- " + scratch,
-                                            "", 120);
+      const ProcessResult run = run_process(
+          fuzzer.string() + " -max_total_time=20 -artifact_prefix=" + scratch + "/crash- " + scratch, "", 120);
       const bool ok = run.end == ProcessEnd::exited && run.status == 0;
       result.details[target]["fuzz_20s"] = ok ? "ok" : describe(run, 120) + ": " + run.error_tail;
       failed += ok ? 0 : 1;
@@ -233,7 +234,10 @@ bool CampaignReport::passed() const {
 json CampaignReport::to_json() const {
   json out = {{"passed", passed()}, {"stages", json::array()}};
   for (const StageResult& s : stages) {
-    out["stages"].push_back({{"name", s.name}, {"passed", s.passed}, {"seconds", s.seconds}, {"summary", s.summary},
+    out["stages"].push_back({{"name", s.name},
+                             {"passed", s.passed},
+                             {"seconds", s.seconds},
+                             {"summary", s.summary},
                              {"details", s.details}});
   }
   return out;

@@ -13,12 +13,12 @@ namespace attn::verify {
 /// Where things are and how much to do.
 struct CampaignOptions {
   bool quick = false;
-  std::string samples_dir;    ///< corpus/samples: <problem>/X.in with X.ans
-  std::string corpus_dir;     ///< corpus: <fuzz target>/ seed files
-  std::string replay_dir;     ///< folder of fuzz replay binaries (build/<preset>/fuzz), may be missing
-  std::string fuzzer_dir;     ///< folder of libFuzzer binaries (build/fuzz/fuzz), may be missing
-  std::string solver_command; ///< the in-tree solver, e.g. "build/release/attncheck solve"
-  std::function<void(const std::string&)> log;              ///< one line of progress
+  std::string samples_dir;     ///< corpus/samples: <problem>/X.in with X.ans
+  std::string corpus_dir;      ///< corpus: <fuzz target>/ seed files
+  std::string replay_dir;      ///< folder of fuzz replay binaries (build/<preset>/fuzz), may be missing
+  std::string fuzzer_dir;      ///< folder of libFuzzer binaries (build/fuzz/fuzz), may be missing
+  std::string solver_command;  ///< the in-tree solver, e.g. "build/release/attncheck solve"
+  std::function<void(const std::string&)> log;                 ///< one line of progress
   std::function<void(const std::string&, int, int)> progress;  ///< stage, done, total (may be empty)
 };
 
@@ -27,7 +27,7 @@ struct StageResult {
   std::string name;
   bool passed = true;
   double seconds = 0;
-  std::string summary;        ///< one line
+  std::string summary;  ///< one line
   nlohmann::json details;
 };
 

@@ -137,8 +137,8 @@ Certificate certify(const Instance& instance, const OracleOptions& options) {
               certify_cell(answer.cells[c], bands.cells[c], instance.decimals, ranges);
         }
         for (std::size_t t = 0; t < block.keys.size(); ++t) {
-          out.weights[((b * instance.heads + g) * instance.n + i) * instance.m + block.keys[t]] = {
-              answer.weights[t], bands.weights[t]};
+          out.weights[((b * instance.heads + g) * instance.n + i) * instance.m + block.keys[t]] = {answer.weights[t],
+                                                                                                   bands.weights[t]};
         }
       }
     }
@@ -157,10 +157,14 @@ std::string canonical_text(const Certificate& certificate) {
 
 std::string_view verdict_name(VerdictKind kind) {
   switch (kind) {
-    case VerdictKind::ok: return "ok";
-    case VerdictKind::acceptable: return "acceptable";
-    case VerdictKind::wrong_answer: return "wrong answer";
-    case VerdictKind::presentation_error: return "presentation error";
+    case VerdictKind::ok:
+      return "ok";
+    case VerdictKind::acceptable:
+      return "acceptable";
+    case VerdictKind::wrong_answer:
+      return "wrong answer";
+    case VerdictKind::presentation_error:
+      return "presentation error";
   }
   return "?";
 }
@@ -175,8 +179,8 @@ Verdict check_output(const Certificate& certificate, std::string_view output) {
   std::size_t at = 0;
   for (std::size_t r = 1; r <= rows; ++r) {
     if (at >= output.size()) {
-      return presentation(std::to_string(rows) + " lines of values expected, the output has " +
-                              std::to_string(r - 1), r, 0);
+      return presentation(std::to_string(rows) + " lines of values expected, the output has " + std::to_string(r - 1),
+                          r, 0);
     }
     std::size_t end = output.find('\n', at);
     if (end == std::string_view::npos) end = output.size();
@@ -205,8 +209,9 @@ Verdict check_output(const Certificate& certificate, std::string_view output) {
       start = stop + 1;
     }
     if (column < cols) {
-      return presentation("line " + std::to_string(r) + " has " + std::to_string(column) + " values, expected " +
-                              std::to_string(cols), r, column + 1);
+      return presentation(
+          "line " + std::to_string(r) + " has " + std::to_string(column) + " values, expected " + std::to_string(cols),
+          r, column + 1);
     }
   }
   for (std::size_t i = at; i < output.size(); ++i) {

@@ -27,16 +27,16 @@ struct CellCertificate {
 
 /// One attention weight, certified.
 struct WeightCertificate {
-  Interval value;           ///< outward-rounded enclosure of the exact weight; [0, 0] where masked
-  double band = 0;          ///< δ for the weight
+  Interval value;   ///< outward-rounded enclosure of the exact weight; [0, 0] where masked
+  double band = 0;  ///< δ for the weight
 };
 
 /// Every output value and weight of an instance.
 struct Certificate {
-  std::size_t rows = 0;                  ///< B·n
-  std::size_t cols = 0;                  ///< d_v
+  std::size_t rows = 0;  ///< B·n
+  std::size_t cols = 0;  ///< d_v
   int decimals = 0;
-  std::vector<CellCertificate> cells;    ///< rows x cols
+  std::vector<CellCertificate> cells;      ///< rows x cols
   std::vector<WeightCertificate> weights;  ///< B x h x n x m
 };
 

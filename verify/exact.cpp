@@ -152,7 +152,8 @@ void exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row,
   // Group equal dot products: sort the visible keys by dot product, largest first, and merge runs.
   std::vector<std::size_t> order(k);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return block.dot[a] > block.dot[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return block.dot[a] > block.dot[b]; });
   block.group_of.assign(k, 0);
   std::size_t groups = 0;
   for (std::size_t i = 0; i < k; ++i) {

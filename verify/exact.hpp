@@ -75,11 +75,11 @@ struct ExactInstance {
 /// by exactly equal dot product (equal scores), largest first.
 struct ExactBlock {
   std::size_t batch = 0, row = 0, head = 0;
-  std::size_t head_k = 0;                ///< columns of Q and K in the head (hd)
-  std::size_t head_v = 0;                ///< columns of V and of the output in the head
-  std::vector<std::size_t> keys;         ///< visible keys, in input order
-  std::vector<Integer> dot;              ///< q·k per visible key, over 10^-dot_exponent
-  std::vector<Integer> abs_dot;          ///< Σ_c |q_c k_c| per visible key, over 10^-dot_exponent
+  std::size_t head_k = 0;         ///< columns of Q and K in the head (hd)
+  std::size_t head_v = 0;         ///< columns of V and of the output in the head
+  std::vector<std::size_t> keys;  ///< visible keys, in input order
+  std::vector<Integer> dot;       ///< q·k per visible key, over 10^-dot_exponent
+  std::vector<Integer> abs_dot;   ///< Σ_c |q_c k_c| per visible key, over 10^-dot_exponent
   long dot_exponent = 0;
   std::vector<std::size_t> group_of;     ///< group index of each visible key
   std::vector<Integer> group_dot;        ///< the distinct dot products, strictly decreasing
@@ -94,8 +94,7 @@ struct ExactBlock {
 };
 
 /// The block of query `row` of batch item `batch` in head `head`.
-[[nodiscard]] ExactBlock exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row,
-                                     std::size_t head);
+[[nodiscard]] ExactBlock exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row, std::size_t head);
 
 /// The same block written into `out`, reusing its storage (a loop over blocks then allocates
 /// almost nothing).

@@ -35,8 +35,8 @@ std::size_t draw_size(Profile profile, std::size_t typical, std::size_t limit) {
   if (profile == Profile::max) return limit;
   if (profile == Profile::random) return *inRange<std::size_t>(1, limit + 1);
   const std::size_t small = std::min(typical, limit);
-  return *weightedOneOf<std::size_t>({{7, inRange<std::size_t>(1, small + 1)}, {2, just<std::size_t>(1)},
-                                      {1, just(limit)}});
+  return *weightedOneOf<std::size_t>(
+      {{7, inRange<std::size_t>(1, small + 1)}, {2, just<std::size_t>(1)}, {1, just(limit)}});
 }
 
 // The text of mantissa · 10^-fraction, e.g. (-1234, 2) -> "-12.34".
@@ -62,9 +62,9 @@ std::int64_t mantissa_bound(const std::string& bound, int fraction) {
 // Mantissa bounds of one matrix, computed once (not per value).
 struct ValueRange {
   int fraction = 0;
-  std::int64_t top = 0;        // |mantissa| bound at `fraction` digits
-  std::int64_t tie_top = 0;    // at decimals + 1 digits (boundary values)
-  std::int64_t tiny_top = 0;   // at decimals + 2 digits (tiny negatives)
+  std::int64_t top = 0;       // |mantissa| bound at `fraction` digits
+  std::int64_t tie_top = 0;   // at decimals + 1 digits (boundary values)
+  std::int64_t tiny_top = 0;  // at decimals + 2 digits (tiny negatives)
   int decimals = 0;
 };
 
@@ -88,8 +88,10 @@ std::string draw_value(const ValueRange& r, Structure structure) {
       if (m > r.tie_top) m -= 10;
       return decimal_text(m, r.decimals + 1);
     }
-    case Structure::tiny_negatives: return decimal_text(-*inRange<std::int64_t>(0, r.tiny_top + 1), r.decimals + 2);
-    default: break;
+    case Structure::tiny_negatives:
+      return decimal_text(-*inRange<std::int64_t>(0, r.tiny_top + 1), r.decimals + 2);
+    default:
+      break;
   }
   const int kind = *inRange(0, 10);  // 5/10 anywhere, 3/10 small integers, 1/10 zeros, 1/10 extremes
   if (kind < 5) return decimal_text(*inRange<std::int64_t>(-r.top, r.top + 1), r.fraction);
@@ -151,8 +153,11 @@ std::string draw_text(const GenOptions& options) {
   d_v = d_k;
   if (problem != Problem::ai006) heads = *rc::gen::elementOf(divisors(d_k, L.max_heads));
   if (problem == Problem::general) {
-    batch = profile == Profile::max ? L.max_batch : *weightedOneOf<std::size_t>({{4, just<std::size_t>(1)},
-                                                                                 {1, inRange<std::size_t>(1, std::min<std::size_t>(L.max_batch, 3) + 1)}});
+    batch =
+        profile == Profile::max
+            ? L.max_batch
+            : *weightedOneOf<std::size_t>(
+                  {{4, just<std::size_t>(1)}, {1, inRange<std::size_t>(1, std::min<std::size_t>(L.max_batch, 3) + 1)}});
     self_form = *weightedOneOf<bool>({{1, just(true)}, {5, just(false)}});
     if (!self_form) {
       m = draw_size(profile, options.typical_n, L.max_m);
@@ -163,18 +168,20 @@ std::string draw_text(const GenOptions& options) {
     scale = *element<std::string>("sqrt", "none", "0.5", "2", "1.5", "0.125");
     if (scale != "sqrt" && scale != "none" && compare_magnitude(scale, L.max_abs_qk) > 0) scale = "none";
   }
-  const Structure structure = profile == Profile::edge ? *element(Structure::plain, Structure::plain, Structure::identical_keys,
-                                                                   Structure::identical_scores, Structure::huge_scores,
-                                                                   Structure::score_gaps, Structure::boundary_values,
-                                                                   Structure::tiny_negatives)
-                                                       : Structure::plain;
+  const Structure structure = profile == Profile::edge
+                                  ? *element(Structure::plain, Structure::plain, Structure::identical_keys,
+                                             Structure::identical_scores, Structure::huge_scores, Structure::score_gaps,
+                                             Structure::boundary_values, Structure::tiny_negatives)
+                                  : Structure::plain;
   const int fraction = *inRange(0, 4);
-  const MaskKind mask = mask_kind == "none" ? MaskKind::none : mask_kind == "causal" ? MaskKind::causal : MaskKind::explicit_mask;
+  const MaskKind mask = mask_kind == "none"     ? MaskKind::none
+                        : mask_kind == "causal" ? MaskKind::causal
+                                                : MaskKind::explicit_mask;
   std::string text = write_header({problem, batch, n, m, d_k, d_v, heads, decimals, mask, scale, self_form});
   // Scores of thousands make the softmax one-hot; smaller |q|, |k| bounds give weights with every
   // digit in play (where double rounding and near-ties live).
-  std::string bound_qk = *weightedOneOf<std::string>({{2, just(L.max_abs_qk)}, {1, just<std::string>("10")},
-                                                      {1, just<std::string>("1")}});
+  std::string bound_qk =
+      *weightedOneOf<std::string>({{2, just(L.max_abs_qk)}, {1, just<std::string>("10")}, {1, just<std::string>("1")}});
   if (compare_magnitude(bound_qk, L.max_abs_qk) > 0) bound_qk = L.max_abs_qk;
   const std::string& bound_v = L.max_abs_v;
   const std::string& bound_x = compare_magnitude(bound_qk, bound_v) <= 0 ? bound_qk : bound_v;
@@ -188,7 +195,8 @@ std::string draw_text(const GenOptions& options) {
       auto Q = draw_matrix(n, d_k, bound_qk, fraction, qk_structure, decimals);
       auto K = draw_matrix(m, d_k, bound_qk, fraction, qk_structure, decimals);
       if (structure == Structure::identical_keys) {
-        for (std::size_t j = 1; j < m; ++j) std::copy_n(K.begin(), d_k, K.begin() + static_cast<std::ptrdiff_t>(j * d_k));
+        for (std::size_t j = 1; j < m; ++j)
+          std::copy_n(K.begin(), d_k, K.begin() + static_cast<std::ptrdiff_t>(j * d_k));
       }
       if (structure == Structure::identical_scores) std::fill(Q.begin(), Q.end(), "0");
       if (structure == Structure::score_gaps) {
@@ -201,7 +209,10 @@ std::string draw_text(const GenOptions& options) {
       }
       append_rows(text, Q, d_k);
       append_rows(text, K, d_k);
-      append_rows(text, draw_matrix(m, d_v, bound_v, fraction, structure == Structure::huge_scores ? Structure::plain : structure, decimals), d_v);
+      append_rows(text,
+                  draw_matrix(m, d_v, bound_v, fraction,
+                              structure == Structure::huge_scores ? Structure::plain : structure, decimals),
+                  d_v);
     }
     if (mask_kind == "explicit") text += draw_mask(profile, n, m);
   }
@@ -212,9 +223,12 @@ std::string draw_text(const GenOptions& options) {
 
 std::string_view profile_name(Profile profile) {
   switch (profile) {
-    case Profile::random: return "random";
-    case Profile::edge: return "edge";
-    case Profile::max: return "max";
+    case Profile::random:
+      return "random";
+    case Profile::edge:
+      return "edge";
+    case Profile::max:
+      return "max";
   }
   return "?";
 }
@@ -257,9 +271,7 @@ Instance instance_from_text(const std::string& text, Problem problem, const Limi
 }
 
 rc::Gen<Instance> gen_instance(const GenOptions& options) {
-  return rc::gen::exec([options] {
-    return instance_from_text(draw_text(options), options.problem, options.limits);
-  });
+  return rc::gen::exec([options] { return instance_from_text(draw_text(options), options.problem, options.limits); });
 }
 
 Instance sample_instance(const GenOptions& options, std::uint64_t seed) {

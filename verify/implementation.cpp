@@ -65,8 +65,9 @@ Solution FlashKernel::run(const Instance& instance) const {
     V.insert(V.end(), item.V.values.begin(), item.V.values.end());
     mask.insert(mask.end(), item.mask.begin(), item.mask.end());
   }
-  const FlashShape shape{instance.batch.size(), instance.heads, instance.n, instance.m,
-                         instance.d_k / instance.heads, instance.d_v / instance.heads};
+  const FlashShape shape{
+      instance.batch.size(),        instance.heads, instance.n, instance.m, instance.d_k / instance.heads,
+      instance.d_v / instance.heads};
   FlashOptions options;
   options.layout = TensorLayout::batch_seq_head;
   options.mask = instance.mask;

@@ -46,7 +46,8 @@ class OnlineSoftmaxKernel final : public Implementation {
 /// that every instance crosses tile boundaries and exercises the online merge. No weights.
 class FlashKernel final : public Implementation {
  public:
-  explicit FlashKernel(std::size_t key_tile = 3, std::size_t query_tile = 2) : key_tile_(key_tile), query_tile_(query_tile) {}
+  explicit FlashKernel(std::size_t key_tile = 3, std::size_t query_tile = 2)
+      : key_tile_(key_tile), query_tile_(query_tile) {}
   [[nodiscard]] std::string name() const override { return "flash-fp64"; }
   /// The outputs for a valid instance; throws attn::ContractError when flash_attention refuses it.
   [[nodiscard]] Solution run(const Instance& instance) const override;

@@ -53,10 +53,10 @@ Real symmetric(const Real& x) {
 // (the top group contributes exactly 1 to the denominator). For typical AI006 inputs almost every
 // key is a tail key, and skipping their exponentials and products is most of the oracle's speed.
 struct Exponentials {
-  Real factor;                 ///< 10^-dot_exponent / σ
-  std::vector<Real> group;     ///< e^{t_g}, or [0, e^{-L}] for a tail group
+  Real factor;              ///< 10^-dot_exponent / σ
+  std::vector<Real> group;  ///< e^{t_g}, or [0, e^{-L}] for a tail group
   std::vector<bool> tail;
-  Real tail_bound;             ///< [0, e^{-L}]
+  Real tail_bound;  ///< [0, e^{-L}]
   Real total;
 };
 
@@ -108,8 +108,7 @@ std::pair<Integer, Integer> rational_value(const ExactBlock& block, std::size_t 
 
 // Sign of y_c - o/2 · 10^-decimals (Step 5): +1, -1, or 0 when this precision cannot tell. Tail
 // groups get their exponential computed here: after exact cancellation they may be all there is.
-int side_of_boundary(const ExactBlock& block, const Exponentials& e, std::size_t c, int decimals,
-                     const Integer& odd) {
+int side_of_boundary(const ExactBlock& block, const Exponentials& e, std::size_t c, int decimals, const Integer& odd) {
   const Integer twice_scale = 2 * power_of_ten(decimals);
   const Integer boundary_scale = odd * power_of_ten(block.value_exponent);
   Real sum = 0;

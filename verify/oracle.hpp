@@ -48,8 +48,8 @@ struct BlockAnswer {
 
 /// A value's exact decimal digits, correctly rounded (ties to even).
 struct SignificantDigits {
-  std::string text;         ///< positional notation, `significant` digits ("0" for zero)
-  bool resolved = true;     ///< false past max_bits (text then comes from the last enclosure)
+  std::string text;      ///< positional notation, `significant` digits ("0" for zero)
+  bool resolved = true;  ///< false past max_bits (text then comes from the last enclosure)
 };
 
 /// Output column c (0 <= c < head_v) of a block to `significant` significant digits.

@@ -26,15 +26,15 @@ Integer rounded_integer(mpfr_srcptr x, mpfr_rnd_t mode) {
   return out;
 }
 
-Interval to_interval(const Real& x) {
-  return {mpfr_get_d(left_of(x), MPFR_RNDD), mpfr_get_d(right_of(x), MPFR_RNDU)};
-}
+Interval to_interval(const Real& x) { return {mpfr_get_d(left_of(x), MPFR_RNDD), mpfr_get_d(right_of(x), MPFR_RNDU)}; }
 
 Real score_factor(const ExactDivisor& divisor, long dot_exponent) {
   const Real unit = from_integer(power_of_ten(dot_exponent));
   switch (divisor.kind) {
-    case ScaleKind::none: return Real(1) / unit;
-    case ScaleKind::sqrt_head_dim: return Real(1) / (unit * sqrt(Real(divisor.radicand)));
+    case ScaleKind::none:
+      return Real(1) / unit;
+    case ScaleKind::sqrt_head_dim:
+      return Real(1) / (unit * sqrt(Real(divisor.radicand)));
     case ScaleKind::explicit_value: {
       const Real numerator = from_integer(power_of_ten(divisor.value.exponent));
       return numerator / (from_integer(divisor.value.mantissa) * unit);

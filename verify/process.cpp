@@ -99,7 +99,8 @@ ProcessResult run_process(const std::string& command, std::string_view input, do
         result.output.append(buffer, static_cast<std::size_t>(n));
       } else {
         result.error_tail.append(buffer, static_cast<std::size_t>(n));
-        if (result.error_tail.size() > 2 * kErrorTail) result.error_tail.erase(0, result.error_tail.size() - kErrorTail);
+        if (result.error_tail.size() > 2 * kErrorTail)
+          result.error_tail.erase(0, result.error_tail.size() - kErrorTail);
       }
     }
     if (result.output.size() > output_limit) {
@@ -112,8 +113,7 @@ ProcessResult run_process(const std::string& command, std::string_view input, do
   if (killed) ::killpg(pid, SIGKILL);
   close_fd(to_child), close_fd(from_child), close_fd(errors);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   if (!killed) {
     // The shell may exit before a child it started; take the group down with it.
     ::killpg(pid, SIGKILL);
@@ -132,20 +132,23 @@ ProcessResult run_process(const std::string& command, std::string_view input, do
 
 std::string describe(const ProcessResult& result, double timeout_seconds) {
   switch (result.end) {
-    case ProcessEnd::exited: return "exit " + std::to_string(result.status);
+    case ProcessEnd::exited:
+      return "exit " + std::to_string(result.status);
     case ProcessEnd::signaled: {
       // sigabbrev_np (glibc 2.32) names the signal ("SEGV"); strsignal would describe it.
       const char* name = ::sigabbrev_np(result.status);
-      return "killed by signal " + std::to_string(result.status) + " (" + (name ? "SIG" + std::string(name) : "unknown") +
-             ")";
+      return "killed by signal " + std::to_string(result.status) + " (" +
+             (name ? "SIG" + std::string(name) : "unknown") + ")";
     }
     case ProcessEnd::timed_out: {
       char seconds[32];
       std::snprintf(seconds, sizeof seconds, "%g", timeout_seconds);
       return "timed out after " + std::string(seconds) + " s";
     }
-    case ProcessEnd::output_limit: return "output limit exceeded";
-    case ProcessEnd::spawn_failed: return "could not start /bin/sh";
+    case ProcessEnd::output_limit:
+      return "output limit exceeded";
+    case ProcessEnd::spawn_failed:
+      return "could not start /bin/sh";
   }
   return "?";
 }

@@ -13,10 +13,10 @@ enum class ProcessEnd { exited, signaled, timed_out, output_limit, spawn_failed 
 /// What the program did.
 struct ProcessResult {
   ProcessEnd end = ProcessEnd::spawn_failed;
-  int status = 0;            ///< exit status (exited) or signal number (signaled)
-  std::string output;        ///< stdout, up to the output limit
-  std::string error_tail;    ///< the last bytes of stderr, for reports
-  double seconds = 0;        ///< wall-clock time
+  int status = 0;          ///< exit status (exited) or signal number (signaled)
+  std::string output;      ///< stdout, up to the output limit
+  std::string error_tail;  ///< the last bytes of stderr, for reports
+  double seconds = 0;      ///< wall-clock time
 };
 
 /// Runs `/bin/sh -c command` with `input` on stdin. The whole process group is killed at the

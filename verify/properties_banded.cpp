@@ -8,8 +8,8 @@
 
 #include "checker.hpp"
 #include "property_support.hpp"
-#include "transforms.hpp"
 #include "rules.hpp"
+#include "transforms.hpp"
 
 namespace attn::verify::detail {
 namespace {

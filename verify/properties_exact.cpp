@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "property_support.hpp"
-#include "transforms.hpp"
 #include "rules.hpp"
+#include "transforms.hpp"
 
 namespace attn::verify::detail {
 namespace {

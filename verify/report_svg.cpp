@@ -21,7 +21,8 @@ std::string error_histogram_svg(const std::vector<double>& ratios) {
     }
   }
   const std::size_t tallest = std::max<std::size_t>(1, *std::max_element(bins.begin(), bins.end()));
-  const int width = 760, height = 360, left = 60, bottom = 300, bar = (width - left - 20) / static_cast<int>(bins.size());
+  const int width = 760, height = 360, left = 60, bottom = 300,
+            bar = (width - left - 20) / static_cast<int>(bins.size());
   std::ostringstream svg;
   svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << height
       << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' fill='white'/>\n"
@@ -35,12 +36,15 @@ std::string error_histogram_svg(const std::vector<double>& ratios) {
     svg << "<rect x='" << x + 2 << "' y='" << bottom - h << "' width='" << bar - 4 << "' height='" << h << "' fill='"
         << colour << "'/>\n<text x='" << x + bar / 2 << "' y='" << bottom - h - 4 << "' text-anchor='middle'>"
         << bins[b] << "</text>\n";
-    std::string label = b == 0 ? "0" : b == bins.size() - 1 ? "> 1" : "1e" + std::to_string(static_cast<int>(b) - 1 - kDecades);
+    std::string label = b == 0                 ? "0"
+                        : b == bins.size() - 1 ? "> 1"
+                                               : "1e" + std::to_string(static_cast<int>(b) - 1 - kDecades);
     svg << "<text x='" << x + bar / 2 << "' y='" << bottom + 16 << "' text-anchor='middle'>" << label << "</text>\n";
   }
   svg << "<line x1='" << left << "' y1='" << bottom << "' x2='" << width - 20 << "' y2='" << bottom
       << "' stroke='black'/>\n<text x='" << left << "' y='" << bottom + 40
-      << "'>bins: 0 = inside the oracle's enclosure of the exact value, then decades [1e-k, 1e-k+1); red: outside the band</text>\n</svg>\n";
+      << "'>bins: 0 = inside the oracle's enclosure of the exact value, then decades [1e-k, 1e-k+1); red: outside the "
+         "band</text>\n</svg>\n";
   return svg.str();
 }
 

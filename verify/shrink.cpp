@@ -104,8 +104,8 @@ void for_each_shrink(const Instance& instance, const std::function<bool(const In
   auto all = [](std::size_t) { return true; };
   if (instance.n > 1 && square) {
     const std::size_t half = instance.n / 2;
-    if (try_candidate(keep_indices(instance, [half](std::size_t i) { return i < half; },
-                                   [half](std::size_t j) { return j < half; }))) {
+    if (try_candidate(keep_indices(
+            instance, [half](std::size_t i) { return i < half; }, [half](std::size_t j) { return j < half; }))) {
       return;
     }
   }
@@ -128,7 +128,8 @@ void for_each_shrink(const Instance& instance, const std::function<bool(const In
   auto keep_all = [](std::size_t, std::size_t) { return true; };
   for (std::size_t p = head_k; p-- > 0 && head_k > 1 && (!same_width || head_v > 1);) {
     auto keep = [p](std::size_t, std::size_t c) { return c != p; };
-    const std::function<bool(std::size_t, std::size_t)> keep_v = same_width ? std::function<bool(std::size_t, std::size_t)>(keep) : keep_all;
+    const std::function<bool(std::size_t, std::size_t)> keep_v =
+        same_width ? std::function<bool(std::size_t, std::size_t)>(keep) : keep_all;
     if (try_candidate(keep_head_columns(instance, instance.heads, keep, keep_v))) return;
   }
   for (std::size_t p = head_v; p-- > 0 && head_v > 1 && !same_width;) {

@@ -13,12 +13,18 @@ namespace attn::verify {
 
 std::string_view failure_name(FailureKind kind) {
   switch (kind) {
-    case FailureKind::none: return "passed";
-    case FailureKind::wrong_answer: return "wrong answer";
-    case FailureKind::presentation_error: return "presentation error";
-    case FailureKind::runtime_error: return "runtime error";
-    case FailureKind::time_limit: return "time limit exceeded";
-    case FailureKind::output_limit: return "output limit exceeded";
+    case FailureKind::none:
+      return "passed";
+    case FailureKind::wrong_answer:
+      return "wrong answer";
+    case FailureKind::presentation_error:
+      return "presentation error";
+    case FailureKind::runtime_error:
+      return "runtime error";
+    case FailureKind::time_limit:
+      return "time limit exceeded";
+    case FailureKind::output_limit:
+      return "output limit exceeded";
   }
   return "?";
 }

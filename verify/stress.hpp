@@ -18,13 +18,13 @@ namespace attn::verify {
 struct StressOptions {
   Problem problem = Problem::ai006;
   Limits limits = default_limits(Problem::ai006);
-  std::string command;                 ///< run through /bin/sh -c, input on stdin
+  std::string command;  ///< run through /bin/sh -c, input on stdin
   int cases = 100;
-  std::uint64_t seed = 1;              ///< case k uses seed + k
-  double timeout_seconds = 2.0;        ///< per run
+  std::uint64_t seed = 1;        ///< case k uses seed + k
+  double timeout_seconds = 2.0;  ///< per run
   int jobs = 1;
   std::vector<Profile> profiles = {Profile::random, Profile::edge, Profile::max};  ///< case k: profiles[k % size]
-  int shrink_budget = 400;             ///< most program runs spent shrinking a counterexample
+  int shrink_budget = 400;                            ///< most program runs spent shrinking a counterexample
   std::function<void(int done, int total)> progress;  ///< called after each case (from any thread)
 };
 
@@ -37,7 +37,7 @@ enum class FailureKind { none, wrong_answer, presentation_error, runtime_error, 
 /// One case: the program's run and the certified verdict.
 struct CaseOutcome {
   FailureKind failure = FailureKind::none;
-  std::string reason;        ///< one line
+  std::string reason;  ///< one line
   ProcessResult run;
 };
 
@@ -47,11 +47,11 @@ struct CaseOutcome {
 /// The first failing case, shrunk.
 struct StressFailure {
   int case_index = 0;
-  std::uint64_t seed = 0;    ///< `--seed <seed> --cases 1` replays it
+  std::uint64_t seed = 0;  ///< `--seed <seed> --cases 1` replays it
   Profile profile = Profile::random;
   Instance original;
   Instance minimal;
-  CaseOutcome outcome;       ///< on the minimal instance
+  CaseOutcome outcome;  ///< on the minimal instance
   int shrink_runs = 0;
 };
 

@@ -177,7 +177,8 @@ Instance shift_scores(const Instance& instance, const std::vector<std::string>& 
     for (std::size_t g = 0; g < h; ++g) {
       copy_block(from.Q, g * head_k, to.Q, g * (head_k + 1), head_k);
       copy_block(from.K, g * head_k, to.K, g * (head_k + 1), head_k);
-      for (std::size_t i = 0; i < instance.n; ++i) set_text(to.Q, i * out.d_k + g * (head_k + 1) + head_k, shift_per_row[i]);
+      for (std::size_t i = 0; i < instance.n; ++i)
+        set_text(to.Q, i * out.d_k + g * (head_k + 1) + head_k, shift_per_row[i]);
       for (std::size_t j = 0; j < instance.m; ++j) set_text(to.K, j * out.d_k + g * (head_k + 1) + head_k, "1");
     }
   }

@@ -20,10 +20,10 @@ namespace attn::flash_test {
 /// item); run_fast permutes them when options.layout is [B, H, n, d].
 struct Case {
   FlashShape shape;
-  std::vector<double> Q, K, V;          // every value exactly representable in fp32
-  std::vector<std::uint8_t> mask;       // B x n x m when explicit
-  std::vector<std::size_t> key_lengths; // empty or B
-  FlashOptions options;                 // spans are filled in by run_fast
+  std::vector<double> Q, K, V;           // every value exactly representable in fp32
+  std::vector<std::uint8_t> mask;        // B x n x m when explicit
+  std::vector<std::size_t> key_lengths;  // empty or B
+  FlashOptions options;                  // spans are filled in by run_fast
 };
 
 inline const char* level_name(SimdLevel level) {
@@ -118,10 +118,11 @@ inline Reference reference_of(const Case& c) {
     for (std::size_t i = 0; i < s.n; ++i)
       for (std::size_t j = 0; j < s.m; ++j) bits[i * s.m + j] = visible(c, b, i, j);
     auto part = [&](const std::vector<double>& v, std::size_t size) { return std::span(v).subspan(b * size, size); };
-    const KernelStatus status = masked_multihead_attention(
-        item, part(c.Q, s.n * item.d_k), part(c.K, s.m * item.d_k), part(c.V, s.m * item.d_v),
-        {MaskKind::explicit_mask, bits}, c.options.scale_divisor, std::span(r.out).subspan(b * s.n * item.d_v, s.n * item.d_v),
-        std::span(r.weights).subspan(b * s.heads * s.n * s.m, s.heads * s.n * s.m));
+    const KernelStatus status =
+        masked_multihead_attention(item, part(c.Q, s.n * item.d_k), part(c.K, s.m * item.d_k),
+                                   part(c.V, s.m * item.d_v), {MaskKind::explicit_mask, bits}, c.options.scale_divisor,
+                                   std::span(r.out).subspan(b * s.n * item.d_v, s.n * item.d_v),
+                                   std::span(r.weights).subspan(b * s.heads * s.n * s.m, s.heads * s.n * s.m));
     EXPECT_EQ(status, KernelStatus::ok);
   }
   return r;
@@ -131,9 +132,8 @@ inline Reference reference_of(const Case& c) {
 /// dominates the simple kernel's own error (same model, correctly rounded exp, one tile).
 /// row_weights[j]: the exact (or reference) weight of key j in row i of head h of item b. Against
 /// the exact value (the oracle) pass with_reference = false.
-template <class T>
-double tolerance(const Case& c, std::span<const double> row_weights, std::size_t b, std::size_t i, std::size_t h,
-                 std::size_t col, bool with_reference = true) {
+template <class T> double tolerance(const Case& c, std::span<const double> row_weights, std::size_t b, std::size_t i,
+                                    std::size_t h, std::size_t col, bool with_reference = true) {
   const FlashShape& s = c.shape;
   FlashBoundTerms t;
   t.head_dim_k = s.head_dim_k;

@@ -10,8 +10,8 @@
 #include "attention.hpp"
 #include "format.hpp"
 #include "instance_io.hpp"
-#include "solve.hpp"
 #include "lesson_samples.hpp"
+#include "solve.hpp"
 
 namespace attn {
 namespace {
@@ -28,7 +28,7 @@ struct KernelRun {
 };
 
 KernelRun run(const AttentionShape& shape, const std::vector<double>& Q, const std::vector<double>& K,
-        const std::vector<double>& V, MaskView mask, double divisor) {
+              const std::vector<double>& V, MaskView mask, double divisor) {
   KernelRun r{std::vector<double>(shape.n * shape.d_v), std::vector<double>(shape.heads * shape.n * shape.m)};
   EXPECT_EQ(masked_multihead_attention(shape, Q, K, V, mask, divisor, r.out, r.weights), KernelStatus::ok);
   return r;
@@ -69,7 +69,6 @@ std::string solve_text(std::string_view input, Problem problem) {
 TEST(LessonSamples, Ai006Sample2) {
   EXPECT_EQ(solve_text("3 1\n1\n1\n1\n0\n0\n10\n1\n2\n100\n", Problem::ai006), "1.0000\n1.5000\n99.9911\n");
 }
-
 
 TEST(LessonSamples, Ai031Sample) {
   EXPECT_EQ(solve_text(kAi031Sample, Problem::ai031), "1.34 0.66 2.00 2.00\n0.00 2.00 4.00 0.00\n");
@@ -127,7 +126,7 @@ TEST(Kernel, HugeScoresStayFinite) {
   // exp(4e6) overflows, so only the shifted softmax survives.
   const std::size_t n = 3, d = 16;
   std::vector<double> Q(n * d, 1000.0), K(n * d, 1000.0), V(n * d, -1000.0);
-  for (std::size_t c = 0; c < d; ++c) K[1 * d + c] = 999.5;   // score gap 8000/4 = 2000
+  for (std::size_t c = 0; c < d; ++c) K[1 * d + c] = 999.5;    // score gap 8000/4 = 2000
   for (std::size_t c = 0; c < d; ++c) K[2 * d + c] = -1000.0;  // score -4e6
   V[0] = 1000.0;
   const KernelRun r = run({n, n, d, d, 1}, Q, K, V, {MaskKind::causal, {}}, 4.0);

@@ -19,8 +19,8 @@ TEST(Decimal, CanonicalFormKeepsEveryDigit) {
 }
 
 TEST(Decimal, RejectsWhatIsNotADecimal) {
-  for (const char* token : {"", "+", "-", ".", "e5", ".e5", "1e", "1e+", "0x1p3", "inf", "nan", "1,5", "1.2.3",
-                            "1e5.5", "--1", "1_000", " 1", "1 "}) {
+  for (const char* token : {"", "+", "-", ".", "e5", ".e5", "1e", "1e+", "0x1p3", "inf", "nan", "1,5", "1.2.3", "1e5.5",
+                            "--1", "1_000", " 1", "1 "}) {
     EXPECT_EQ(parse_decimal(token).status, DecimalStatus::not_a_number) << token;
   }
 }
@@ -35,7 +35,8 @@ TEST(Decimal, RangeIsDecidedOnTheExactValue) {
 }
 
 TEST(Decimal, StrictFormIsTheCanonicalOneWithOptionalTrailingZeros) {
-  for (const char* token : {"0", "-1", "1.50", "0.000", "1000", "-0.25"}) EXPECT_TRUE(is_strict_decimal(token)) << token;
+  for (const char* token : {"0", "-1", "1.50", "0.000", "1000", "-0.25"})
+    EXPECT_TRUE(is_strict_decimal(token)) << token;
   for (const char* token : {"+1", "01", "1.", ".5", "1e3", "-0", "-0.00", "00.5", ""}) {
     EXPECT_FALSE(is_strict_decimal(token)) << token;
   }

@@ -176,7 +176,7 @@ TEST_P(EverySimdLevel, MultiTileRowsWithinTheBoundForEveryMaskAndPrecision) {
     const std::size_t m = *rc::gen::inRange<std::size_t>(kWidestTile + 1, 3 * kWidestTile);
     const std::size_t n = *rc::gen::inRange<std::size_t>(1, m + 1);
     const auto mask = *rc::gen::element(MaskKind::none, MaskKind::causal, MaskKind::explicit_mask);
-    const FlashShape shape{*rc::gen::inRange<std::size_t>(1, 3), *rc::gen::inRange<std::size_t>(1, 3), n, m,
+    const FlashShape shape{*rc::gen::inRange<std::size_t>(1, 3),  *rc::gen::inRange<std::size_t>(1, 3), n, m,
                            *rc::gen::inRange<std::size_t>(1, 20), *rc::gen::inRange<std::size_t>(1, 20)};
     Case c = random_case(shape, mask, *rc::gen::arbitrary<std::uint32_t>());
     c.options.simd = level;
@@ -185,7 +185,8 @@ TEST_P(EverySimdLevel, MultiTileRowsWithinTheBoundForEveryMaskAndPrecision) {
     c.options.query_tile = *rc::gen::inRange<std::size_t>(1, 30);
     c.options.threads = *rc::gen::inRange(1u, 3u);
     if (*rc::gen::arbitrary<bool>())  // key padding, alone or on top of the mask
-      c.key_lengths = *rc::gen::container<std::vector<std::size_t>>(shape.batch, rc::gen::inRange<std::size_t>(0, m + 1));
+      c.key_lengths =
+          *rc::gen::container<std::vector<std::size_t>>(shape.batch, rc::gen::inRange<std::size_t>(0, m + 1));
     const Reference reference = reference_of(c);
     RC_ASSERT(count_outside_bound<float>(c, reference) == 0u);
     RC_ASSERT(count_outside_bound<double>(c, reference) == 0u);
@@ -232,7 +233,9 @@ TEST(OnlineMerge, FullyMaskedRowsAreExactlyPlusZero) {
       for (std::size_t col = 0; col < 2 * 5; ++col) {
         const double item0 = out[(0 * 6 + i) * 10 + col], item1 = out[(1 * 6 + i) * 10 + col];
         EXPECT_TRUE(item1 == 0 && !std::signbit(item1));
-        if (i == 2) { EXPECT_TRUE(item0 == 0 && !std::signbit(item0)); }
+        if (i == 2) {
+          EXPECT_TRUE(item0 == 0 && !std::signbit(item0));
+        }
       }
   }
   expect_within_bound<float>(c);
@@ -357,7 +360,8 @@ RC_GTEST_PROP(FlashProperties, WithinTheBoundOfTheSimpleKernel, ()) {
   c.options.query_tile = *rc::gen::inRange<std::size_t>(1, 30);
   c.options.threads = *rc::gen::inRange(1u, 3u);
   if (*rc::gen::arbitrary<bool>())
-    c.key_lengths = *rc::gen::container<std::vector<std::size_t>>(c.shape.batch, rc::gen::inRange<std::size_t>(0, c.shape.m + 1));
+    c.key_lengths =
+        *rc::gen::container<std::vector<std::size_t>>(c.shape.batch, rc::gen::inRange<std::size_t>(0, c.shape.m + 1));
   RC_ASSERT(count_outside_bound<float>(c, reference_of(c)) == 0u);
   RC_ASSERT(count_outside_bound<double>(c, reference_of(c)) == 0u);
 }

@@ -50,8 +50,7 @@ std::vector<Malformed> malformed_inputs() {
       {"DoubleSign", P::ai006, "1 1\n--1\n", 2, 1, "expected a real number for Q[0][0], found '--1'"},
       {"BareExponent", P::ai006, "1 1\n1 1e\n", 2, 3, "expected a real number for K[0][0], found '1e'"},
       {"TwoPoints", P::ai006, "1 1\n1 1 1.2.3\n", 2, 5, "expected a real number for V[0][0], found '1.2.3'"},
-      {"NulByte", P::ai006, std::string("1 1\n1\0\n", 7), 2, 1,
-       "expected a real number for Q[0][0], found '1\\x00'"},
+      {"NulByte", P::ai006, std::string("1 1\n1\0\n", 7), 2, 1, "expected a real number for Q[0][0], found '1\\x00'"},
       {"Overflow", P::ai006, "1 1\n1e400\n", 2, 1, "Q[0][0] = 1e400 exceeds |x| <= 1000"},
       {"Underflow", P::ai006, "1 1\n1e-400\n", 2, 1,
        "Q[0][0] = 1e-400 is nonzero but below 1e-300 in magnitude (a double would underflow)"},
@@ -79,7 +78,8 @@ std::vector<Malformed> malformed_inputs() {
        "form self needs n = m and d_k = d_v (X is Q, K and V at once)"},
       {"GeneralBatchNaming", P::general, "2 1 1 1 1 1 2\nnone sqrt qkv\n1\n1\n1\n1\n1\nx\n", 8, 1,
        "expected a real number for V[0][0] of batch item 1, found 'x'"},
-      {"GeneralDecimalsAboveLimit", P::general, "1 1 1 1 1 1 13\n", 1, 13, "decimals = 13 is outside 0 <= decimals <= 12"},
+      {"GeneralDecimalsAboveLimit", P::general, "1 1 1 1 1 1 13\n", 1, 13,
+       "decimals = 13 is outside 0 <= decimals <= 12"},
   };
 }
 
@@ -159,8 +159,8 @@ TEST(Reader, GeneralSelfFormSharesX) {
 }
 
 TEST(Reader, GeneralCrossAttentionWithExplicitScaleAndMask) {
-  const auto result = lenient("1 1 2 2 4 2 2\nexplicit 0.5 qkv\n1 2\n3 4\n5 6\n1 2 3 4\n5 6 7 8\n0 1\n",
-                              Problem::general);
+  const auto result =
+      lenient("1 1 2 2 4 2 2\nexplicit 0.5 qkv\n1 2\n3 4\n5 6\n1 2 3 4\n5 6 7 8\n0 1\n", Problem::general);
   ASSERT_TRUE(result.ok()) << result.error().to_string();
   const Instance& instance = result.value();
   EXPECT_EQ(instance.m, 2u);
@@ -193,20 +193,17 @@ TEST_P(StrictlyInvalid, IsRejectedButLenientlyFine) {
 
 INSTANTIATE_TEST_SUITE_P(
     Validator, StrictlyInvalid,
-    testing::Values(StrictCase{"CarriageReturn", "1 1\r\n1\n1\n1\n", 1, 4},
-                    StrictCase{"Tab", "1\t1\n1\n1\n1\n", 1, 2}, StrictCase{"DoubleSpace", "1  1\n1\n1\n1\n", 1, 3},
-                    StrictCase{"TrailingSpace", "1 1 \n1\n1\n1\n", 1, 4},
-                    StrictCase{"NoFinalNewline", "1 1\n1\n1\n1", 4, 2},
-                    StrictCase{"BlankLine", "1 1\n\n1\n1\n1\n", 2, 1},
-                    StrictCase{"TrailingBlankLine", "1 1\n1\n1\n1\n\n", 5, 1},
-                    StrictCase{"LeadingSpace", " 1 1\n1\n1\n1\n", 1, 1},
-                    StrictCase{"RowSplitOverTwoLines", "1 2\n1\n2\n1 2\n1 2\n", 2, 2},
-                    StrictCase{"PlusSign", "1 1\n+1\n1\n1\n", 2, 1}, StrictCase{"LeadingZero", "1 1\n01\n1\n1\n", 2, 1},
-                    StrictCase{"BarePoint", "1 1\n1.\n1\n1\n", 2, 1}, StrictCase{"NoInteger", "1 1\n.5\n1\n1\n", 2, 1},
-                    StrictCase{"Exponent", "1 1\n1e2\n1\n1\n", 2, 1}, StrictCase{"NegativeZero", "1 1\n-0\n1\n1\n", 2, 1},
-                    StrictCase{"NegativeZeroFraction", "1 1\n1\n-0.000\n1\n", 3, 1},
-                    StrictCase{"HeaderLeadingZero", "01 1\n1\n1\n1\n", 1, 1},
-                    StrictCase{"HeaderPlus", "+1 1\n1\n1\n1\n", 1, 1}),
+    testing::Values(
+        StrictCase{"CarriageReturn", "1 1\r\n1\n1\n1\n", 1, 4}, StrictCase{"Tab", "1\t1\n1\n1\n1\n", 1, 2},
+        StrictCase{"DoubleSpace", "1  1\n1\n1\n1\n", 1, 3}, StrictCase{"TrailingSpace", "1 1 \n1\n1\n1\n", 1, 4},
+        StrictCase{"NoFinalNewline", "1 1\n1\n1\n1", 4, 2}, StrictCase{"BlankLine", "1 1\n\n1\n1\n1\n", 2, 1},
+        StrictCase{"TrailingBlankLine", "1 1\n1\n1\n1\n\n", 5, 1}, StrictCase{"LeadingSpace", " 1 1\n1\n1\n1\n", 1, 1},
+        StrictCase{"RowSplitOverTwoLines", "1 2\n1\n2\n1 2\n1 2\n", 2, 2},
+        StrictCase{"PlusSign", "1 1\n+1\n1\n1\n", 2, 1}, StrictCase{"LeadingZero", "1 1\n01\n1\n1\n", 2, 1},
+        StrictCase{"BarePoint", "1 1\n1.\n1\n1\n", 2, 1}, StrictCase{"NoInteger", "1 1\n.5\n1\n1\n", 2, 1},
+        StrictCase{"Exponent", "1 1\n1e2\n1\n1\n", 2, 1}, StrictCase{"NegativeZero", "1 1\n-0\n1\n1\n", 2, 1},
+        StrictCase{"NegativeZeroFraction", "1 1\n1\n-0.000\n1\n", 3, 1},
+        StrictCase{"HeaderLeadingZero", "01 1\n1\n1\n1\n", 1, 1}, StrictCase{"HeaderPlus", "+1 1\n1\n1\n1\n", 1, 1}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Validator, AcceptsCanonicalInputAndTrailingZeros) {
@@ -219,8 +216,9 @@ TEST(Writer, RoundTripsEveryProblemStrictly) {
   const std::pair<Problem, std::string> cases[] = {
       {Problem::ai006, "2 1\n+1.50 -0 1E-2 7 8 9"},
       {Problem::ai031, kAi031Head + "1 1\n0 1\n"},
-      {Problem::general, "2 1 2 2 2 2 5\nexplicit 1.5e0 qkv\n1 2\n1 2\n3 4\n5 6\n7 8\n1 0\n"
-                         "2 3\n4 5\n6 7\n8 9\n1 1\n0 0\n"},
+      {Problem::general,
+       "2 1 2 2 2 2 5\nexplicit 1.5e0 qkv\n1 2\n1 2\n3 4\n5 6\n7 8\n1 0\n"
+       "2 3\n4 5\n6 7\n8 9\n1 1\n0 0\n"},
       {Problem::general, "1 2 2 1 1 1 0\ncausal none self\n3\n-4\n"},
   };
   for (const auto& [problem, text] : cases) {

@@ -85,8 +85,7 @@ TEST(ScannerLenient, TabCountsAsOneByteColumn) {
 }
 
 TEST(ScannerLenient, EverySpaceByteSeparatesTokens) {
-  EXPECT_EQ(lenient_tokens("a\vb\fc\rd"),
-            (std::vector<Seen>{{"a", 1, 1}, {"b", 1, 3}, {"c", 1, 5}, {"d", 1, 7}}));
+  EXPECT_EQ(lenient_tokens("a\vb\fc\rd"), (std::vector<Seen>{{"a", 1, 1}, {"b", 1, 3}, {"c", 1, 5}, {"d", 1, 7}}));
 }
 
 TEST(ScannerLenient, ColumnsCountBytesNotCharacters) {

@@ -69,8 +69,9 @@ TEST(OracleCommand, CanonicalOnStdoutAmbiguousCellsOnStderr) {
   EXPECT_NE(tie.err.find("exact tie"), std::string::npos) << tie.err;
   EXPECT_NE(tie.err.find("0.12 or 0.13"), std::string::npos) << tie.err;
   const auto digits = run_attncheck("oracle --problem ai006 --digits 30", "3 1\n1\n1\n1\n0\n0\n10\n1\n2\n100\n");
-  EXPECT_EQ(digits.out, "1.00000000000000000000000000000\n1.50000000000000000000000000000\n"
-                        "99.9910570258575863508432316976\n");
+  EXPECT_EQ(digits.out,
+            "1.00000000000000000000000000000\n1.50000000000000000000000000000\n"
+            "99.9910570258575863508432316976\n");
   EXPECT_EQ(run_attncheck("oracle --problem ai031", "2 4 3\n").status, 1);
 }
 

@@ -13,7 +13,6 @@ using testing_support::kAi031Sample;
 
 using testing_support::run_attncheck;
 
-
 TEST(SolveCommand, PrintsTheLessonAnswersByteForByte) {
   auto p = run_attncheck("solve --problem ai031", kAi031Sample);
   EXPECT_EQ(p.status, 0);

@@ -75,21 +75,21 @@ class CorrectSolution : public testing::TestWithParam<CorrectProgram> {};
 
 TEST_P(CorrectSolution, PassesWithoutFalseAlarms) {
   const CorrectProgram& c = GetParam();
-  const auto p = run_attncheck(std::string("stress --problem ") + c.problem + " --solution '" + c.command +
-                                   "' --cases 150 --seed 7 --jobs 2",
-                               "");
+  const auto p = run_attncheck(
+      std::string("stress --problem ") + c.problem + " --solution '" + c.command + "' --cases 150 --seed 7 --jobs 2",
+      "");
   EXPECT_EQ(p.status, 0) << p.out << p.err;
   EXPECT_NE(p.out.find("stress: 150 cases passed"), std::string::npos) << p.out;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Stress, CorrectSolution,
-    testing::Values(CorrectProgram{"PythonAi006", "ai006", solution("ai006_reference.py")},
-                    CorrectProgram{"PythonAi031", "ai031", solution("ai031_reference.py")},
-                    CorrectProgram{"CppAi031", "ai031", ATTNCHECK_REFERENCE_SOLUTION},
-                    CorrectProgram{"InTreeSolverGeneral", "general --max-n 12 --max-m 12 --max-d 8 --max-batch 2",
-                                   std::string(ATTNCHECK_BINARY) + " solve --problem general"}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Stress, CorrectSolution,
+                         testing::Values(CorrectProgram{"PythonAi006", "ai006", solution("ai006_reference.py")},
+                                         CorrectProgram{"PythonAi031", "ai031", solution("ai031_reference.py")},
+                                         CorrectProgram{"CppAi031", "ai031", ATTNCHECK_REFERENCE_SOLUTION},
+                                         CorrectProgram{"InTreeSolverGeneral",
+                                                        "general --max-n 12 --max-m 12 --max-d 8 --max-batch 2",
+                                                        std::string(ATTNCHECK_BINARY) + " solve --problem general"}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 TEST(StressCommand, ACrashingProgramIsARuntimeError) {
   const auto p = run_attncheck("stress --problem ai006 --solution 'kill -SEGV $$' --cases 3", "");

@@ -10,24 +10,35 @@
 namespace attn::verify {
 
 std::vector<Bug> all_bugs() {
-  return {Bug::no_max_subtraction,      Bug::sqrt_d_not_sqrt_hd, Bug::interleaved_heads,  Bug::reversed_head_concat,
-          Bug::mask_after_softmax,      Bug::masked_row_uniform, Bug::causal_off_by_one,  Bug::normalize_over_all_keys,
-          Bug::float_accumulation,      Bug::negative_zero_printed, Bug::double_rounding};
+  return {Bug::no_max_subtraction, Bug::sqrt_d_not_sqrt_hd,    Bug::interleaved_heads, Bug::reversed_head_concat,
+          Bug::mask_after_softmax, Bug::masked_row_uniform,    Bug::causal_off_by_one, Bug::normalize_over_all_keys,
+          Bug::float_accumulation, Bug::negative_zero_printed, Bug::double_rounding};
 }
 
 std::string Mutant::name() const {
   switch (bug_) {
-    case Bug::no_max_subtraction: return "no max subtraction";
-    case Bug::sqrt_d_not_sqrt_hd: return "sqrt(d) instead of sqrt(hd)";
-    case Bug::interleaved_heads: return "interleaved head columns";
-    case Bug::reversed_head_concat: return "reversed head concat";
-    case Bug::mask_after_softmax: return "mask applied after softmax";
-    case Bug::masked_row_uniform: return "all-masked row -> uniform weights";
-    case Bug::causal_off_by_one: return "causal off by one";
-    case Bug::normalize_over_all_keys: return "normalizing over all keys";
-    case Bug::float_accumulation: return "float accumulation";
-    case Bug::negative_zero_printed: return "\"-0.00\" printed";
-    case Bug::double_rounding: return "double rounding";
+    case Bug::no_max_subtraction:
+      return "no max subtraction";
+    case Bug::sqrt_d_not_sqrt_hd:
+      return "sqrt(d) instead of sqrt(hd)";
+    case Bug::interleaved_heads:
+      return "interleaved head columns";
+    case Bug::reversed_head_concat:
+      return "reversed head concat";
+    case Bug::mask_after_softmax:
+      return "mask applied after softmax";
+    case Bug::masked_row_uniform:
+      return "all-masked row -> uniform weights";
+    case Bug::causal_off_by_one:
+      return "causal off by one";
+    case Bug::normalize_over_all_keys:
+      return "normalizing over all keys";
+    case Bug::float_accumulation:
+      return "float accumulation";
+    case Bug::negative_zero_printed:
+      return "\"-0.00\" printed";
+    case Bug::double_rounding:
+      return "double rounding";
   }
   return "?";
 }
@@ -35,16 +46,19 @@ std::string Mutant::name() const {
 namespace {
 
 // The textbook algorithm in a chosen precision, with the bug switched in where it belongs.
-template <typename Real>
-Solution textbook(const Instance& instance, Bug bug) {
+template <typename Real> Solution textbook(const Instance& instance, Bug bug) {
   const std::size_t n = instance.n, m = instance.m, h = instance.heads;
   const std::size_t head_k = instance.d_k / h, head_v = instance.d_v / h;
   Solution solution = zero_solution(instance, true);
   const Real divisor = bug == Bug::sqrt_d_not_sqrt_hd && instance.scale == ScaleKind::sqrt_head_dim
                            ? static_cast<Real>(std::sqrt(static_cast<double>(instance.d_k)))
                            : static_cast<Real>(divisor_as_double(instance));
-  auto column_k = [&](std::size_t g, std::size_t c) { return bug == Bug::interleaved_heads ? c * h + g : g * head_k + c; };
-  auto column_v = [&](std::size_t g, std::size_t c) { return bug == Bug::interleaved_heads ? c * h + g : g * head_v + c; };
+  auto column_k = [&](std::size_t g, std::size_t c) {
+    return bug == Bug::interleaved_heads ? c * h + g : g * head_k + c;
+  };
+  auto column_v = [&](std::size_t g, std::size_t c) {
+    return bug == Bug::interleaved_heads ? c * h + g : g * head_v + c;
+  };
   auto visible = [&](std::size_t b, std::size_t i, std::size_t j) {
     if (bug == Bug::causal_off_by_one && instance.mask == MaskKind::causal) return j < i;
     return key_visible(instance, b, i, j);

@@ -39,9 +39,9 @@ TEST(Verdicts, CanonicalIsOk) {
 
 TEST(Verdicts, TrailingWhitespaceIsTolerated) {
   const Certificate certificate = certificate_of(kAi031Sample, Problem::ai031);
-  for (const std::string output : {"1.34 0.66 2.00 2.00 \r\n0.00 2.00 4.00 0.00\t\n\n\n",
-                                   "1.34 0.66 2.00 2.00\n0.00 2.00 4.00 0.00",
-                                   "1.34 0.66 2.00 2.00\r\n0.00 2.00 4.00 0.00\r\n"}) {
+  for (const std::string output :
+       {"1.34 0.66 2.00 2.00 \r\n0.00 2.00 4.00 0.00\t\n\n\n", "1.34 0.66 2.00 2.00\n0.00 2.00 4.00 0.00",
+        "1.34 0.66 2.00 2.00\r\n0.00 2.00 4.00 0.00\r\n"}) {
     EXPECT_EQ(check(certificate, output).kind, VerdictKind::ok) << output;
   }
 }
@@ -62,25 +62,25 @@ TEST(Verdicts, PresentationErrors) {
   const Certificate certificate = certificate_of(kAi031Sample, Problem::ai031);
   const std::string second = "\n0.00 2.00 4.00 0.00\n";
   for (const std::string& output : std::vector<std::string>{
-           "1.34 0.66 2.00 2.00\n-0.00 2.00 4.00 0.00\n",   // negative zero
-           "1.34 0.66 2.0 2.00" + second,                    // too few decimals
-           "1.34 0.66 2.000 2.00" + second,                  // too many decimals
-           "1.34 0.66 2 2.00" + second,                      // no point
-           "1.34 0.66 2.00e0 2.00" + second,                 // exponent
-           "1.34 0.66 +2.00 2.00" + second,                  // plus sign
-           "1.34 0.66 02.00 2.00" + second,                  // leading zero
-           "1.34 0.66 .00 2.00" + second,                    // no integer digit
-           "1.34 0.66 nan 2.00" + second,                    // not a number
-           "1.34 0.66 2.00 2.00 0.00 2.00 4.00 0.00\n",     // one line
-           "1.34 0.66 2.00 2.00\n",                          // missing row
-           "",                                               // nothing
-           "1.34 0.66 2.00\n0.00 2.00 4.00 0.00\n",          // missing value
+           "1.34 0.66 2.00 2.00\n-0.00 2.00 4.00 0.00\n",      // negative zero
+           "1.34 0.66 2.0 2.00" + second,                      // too few decimals
+           "1.34 0.66 2.000 2.00" + second,                    // too many decimals
+           "1.34 0.66 2 2.00" + second,                        // no point
+           "1.34 0.66 2.00e0 2.00" + second,                   // exponent
+           "1.34 0.66 +2.00 2.00" + second,                    // plus sign
+           "1.34 0.66 02.00 2.00" + second,                    // leading zero
+           "1.34 0.66 .00 2.00" + second,                      // no integer digit
+           "1.34 0.66 nan 2.00" + second,                      // not a number
+           "1.34 0.66 2.00 2.00 0.00 2.00 4.00 0.00\n",        // one line
+           "1.34 0.66 2.00 2.00\n",                            // missing row
+           "",                                                 // nothing
+           "1.34 0.66 2.00\n0.00 2.00 4.00 0.00\n",            // missing value
            "1.34 0.66 2.00 2.00 7.00\n0.00 2.00 4.00 0.00\n",  // extra value
-           "1.34  0.66 2.00 2.00" + second,                  // double space
-           " 1.34 0.66 2.00 2.00" + second,                  // leading space
-           "1.34\t0.66 2.00 2.00" + second,                  // tab separator
-           "1.34 0.66 2.00 2.00" + second + "1.00\n",       // extra row
-           "1.34 0.66 2.00 2.00\n\n0.00 2.00 4.00 0.00\n",  // blank line inside
+           "1.34  0.66 2.00 2.00" + second,                    // double space
+           " 1.34 0.66 2.00 2.00" + second,                    // leading space
+           "1.34\t0.66 2.00 2.00" + second,                    // tab separator
+           "1.34 0.66 2.00 2.00" + second + "1.00\n",          // extra row
+           "1.34 0.66 2.00 2.00\n\n0.00 2.00 4.00 0.00\n",     // blank line inside
        }) {
     const Verdict verdict = check(certificate, output);
     EXPECT_EQ(verdict.kind, VerdictKind::presentation_error) << "'" << output << "' -> " << verdict.message;
@@ -96,8 +96,7 @@ TEST(Verdicts, ShownTokensAreQuotedEscapedAndCut) {
             "line 1, value 3: expected a fixed decimal with exactly 2 digits after the point, found '2\\x01.00'");
   const Verdict huge = check(certificate, "1.34 0.66 " + std::string(50, '7') + ".00 2.00" + second);
   EXPECT_EQ(huge.kind, VerdictKind::wrong_answer);
-  EXPECT_NE(huge.message.find("found '" + std::string(40, '7') + "...' (53 bytes)"), std::string::npos)
-      << huge.message;
+  EXPECT_NE(huge.message.find("found '" + std::string(40, '7') + "...' (53 bytes)"), std::string::npos) << huge.message;
 }
 
 TEST(Verdicts, MinusZeroAtFourDecimalsIsPresentationError) {
@@ -111,8 +110,7 @@ TEST(Verdicts, MinusZeroAtFourDecimalsIsPresentationError) {
 
 TEST(RoundingTraps, ExactTieAcceptsBothNeighbours) {
   // Equal scores, V = 0.12 and 0.13: exactly 0.125.
-  const Certificate certificate =
-      certificate_of("2 1 1\n1\n0\n0.5\n0.5\n0.12\n0.13\n1 1\n0 1\n", Problem::ai031);
+  const Certificate certificate = certificate_of("2 1 1\n1\n0\n0.5\n0.5\n0.12\n0.13\n1 1\n0 1\n", Problem::ai031);
   EXPECT_EQ(certificate.cells[0].canonical, "0.12");
   EXPECT_EQ(check(certificate, "0.12\n0.13\n").kind, VerdictKind::ok);
   const Verdict other = check(certificate, "0.13\n0.13\n");
@@ -155,9 +153,15 @@ TEST(ArbitraryBytes, NeverCrashAndNeverAccept) {
       const std::size_t at = rng() % (output.size() + 1);
       const char c = alphabet[rng() % alphabet.size()];
       switch (rng() % 3) {
-        case 0: output.insert(at, 1, c); break;
-        case 1: if (at < output.size()) output.erase(at, 1); break;
-        default: if (at < output.size()) output[at] = c; break;
+        case 0:
+          output.insert(at, 1, c);
+          break;
+        case 1:
+          if (at < output.size()) output.erase(at, 1);
+          break;
+        default:
+          if (at < output.size()) output[at] = c;
+          break;
       }
     }
     const Verdict verdict = check(certificate, output);

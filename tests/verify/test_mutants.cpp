@@ -41,9 +41,9 @@ TEST(MutantZoo, CorrectImplementationsPassEverything) {
   const ProductionKernel production;
   const OnlineSoftmaxKernel online;
   const FlashKernel flash;
-  for (const Implementation* implementation : {static_cast<const Implementation*>(&production),
-                                               static_cast<const Implementation*>(&online),
-                                               static_cast<const Implementation*>(&flash)}) {
+  for (const Implementation* implementation :
+       {static_cast<const Implementation*>(&production), static_cast<const Implementation*>(&online),
+        static_cast<const Implementation*>(&flash)}) {
     const CheckReport report = check_implementation(*implementation, options);
     for (const PropertyOutcome& outcome : report.outcomes) {
       EXPECT_TRUE(outcome.passed) << implementation->name() << " fails " << outcome.property << " on "

@@ -12,10 +12,10 @@
 #include "band.hpp"
 #include "checker.hpp"
 #include "instance_io.hpp"
+#include "lesson_samples.hpp"
 #include "oracle.hpp"
 #include "rules.hpp"
 #include "solve.hpp"
-#include "lesson_samples.hpp"
 
 namespace attn::verify {
 namespace {
@@ -97,8 +97,8 @@ TEST(LessonExamples, BandHoldsTheProductionKernelError) {
 }
 
 TEST(ExactTies, SingleKeyTiesRoundHalfEven) {
-  for (const auto& [v, canonical, other] : {std::tuple{"0.125", "0.12", "0.13"}, std::tuple{"0.135", "0.14", "0.13"},
-                                             std::tuple{"2.5", "2.50", ""}}) {
+  for (const auto& [v, canonical, other] :
+       {std::tuple{"0.125", "0.12", "0.13"}, std::tuple{"0.135", "0.14", "0.13"}, std::tuple{"2.5", "2.50", ""}}) {
     const CellCertificate cell = certify(single_value(v)).cells.at(0);
     EXPECT_EQ(cell.canonical, canonical) << v;
     EXPECT_EQ(cell.exact_tie, std::string(other) != "") << v;
@@ -191,11 +191,10 @@ TEST(HugeScores, DominantKeyOnABoundaryIsDecidedExactly) {
   const std::string q = repeated("1000", 16), k_minus = repeated("-1000", 16);
   for (const auto& [v1, expected] : {std::pair{"0", "1.0000"}, std::pair{"2", "1.0001"}}) {
     const std::string v0_row = repeated("1.00005", 16), v1_row = repeated(v1, 16);
-    const Instance instance = parse("2 16\n" + q + "\n" + q + "\n" + q + "\n" + k_minus + "\n" + v0_row + "\n" +
-                                        v1_row + "\n",
-                                    Problem::ai006);
+    const Instance instance = parse(
+        "2 16\n" + q + "\n" + q + "\n" + q + "\n" + k_minus + "\n" + v0_row + "\n" + v1_row + "\n", Problem::ai006);
     const Certificate certificate = certify(instance);
-    const CellCertificate& first = certificate.cells[0];   // row 1 sees only key 0: exactly 1.00005
+    const CellCertificate& first = certificate.cells[0];    // row 1 sees only key 0: exactly 1.00005
     const CellCertificate& second = certificate.cells[16];  // row 2
     EXPECT_TRUE(first.exact_tie);
     EXPECT_EQ(first.canonical, "1.0000");
@@ -213,10 +212,9 @@ TEST(HugeScores, DominantKeyOnABoundaryIsDecidedExactly) {
 TEST(HugeScores, NearTiedTopKeysKeepTheBandSmall) {
   // Two keys at scores 4e6 and 4e6 - 0.4: weights ~0.6 / 0.4 of V = ±1000. Worst case of the
   // AI006 limits; the band must stay far below the 5e-5 half-unit of the fourth decimal.
-  const std::string q = repeated("1000", 16), k0 = q, k1 = repeated("999.9999", 16), v0 = q,
-                    v1 = repeated("-1000", 16);
-  const Instance instance = parse("2 16\n" + q + "\n" + q + "\n" + k0 + "\n" + k1 + "\n" + v0 + "\n" + v1 + "\n",
-                                  Problem::ai006);
+  const std::string q = repeated("1000", 16), k0 = q, k1 = repeated("999.9999", 16), v0 = q, v1 = repeated("-1000", 16);
+  const Instance instance =
+      parse("2 16\n" + q + "\n" + q + "\n" + k0 + "\n" + k1 + "\n" + v0 + "\n" + v1 + "\n", Problem::ai006);
   const Certificate certificate = certify(instance);
   const Solution solution = solve(instance);
   for (std::size_t i = 16; i < 32; ++i) {
@@ -294,8 +292,7 @@ Instance random_instance(std::mt19937_64& rng, Problem problem) {
   const bool ai031 = problem == Problem::ai031;
   const std::size_t n = 1 + rng() % (ai031 ? 8 : 12), d = 1 + rng() % 8;
   std::size_t h = 1;
-  while (ai031 && (h = 1 + rng() % d, d % h != 0)) {
-  }
+  while (ai031 && (h = 1 + rng() % d, d % h != 0)) {}
   const long qk_bound = ai031 ? 8 : std::vector<long>{1, 10, 1000}[rng() % 3];
   const int decimals = static_cast<int>(rng() % 4);
   Header header;
@@ -308,7 +305,8 @@ Instance random_instance(std::mt19937_64& rng, Problem problem) {
       text += (i + 1) % d == 0 ? "\n" : " ";
     }
   }
-  for (std::size_t i = 0; ai031 && i < n * n; ++i) text += std::string(rng() % 3 ? "1" : "0") + ((i + 1) % n ? " " : "\n");
+  for (std::size_t i = 0; ai031 && i < n * n; ++i)
+    text += std::string(rng() % 3 ? "1" : "0") + ((i + 1) % n ? " " : "\n");
   return parse(text, problem);
 }
 
@@ -360,9 +358,11 @@ TEST(RandomInstances, BandHoldsTwoDifferentDoubleImplementations) {
     for (std::size_t i = 0; i < certificate.cells.size(); ++i) {
       const CellCertificate& cell = certificate.cells[i];
       ASSERT_TRUE(within_band(production.values[i], cell.value, cell.band))
-          << "seed " << seed << " round " << round << " cell " << i << "\n" << write_instance(instance);
+          << "seed " << seed << " round " << round << " cell " << i << "\n"
+          << write_instance(instance);
       ASSERT_TRUE(within_band(other[i], cell.value, cell.band))
-          << "seed " << seed << " round " << round << " cell " << i << "\n" << write_instance(instance);
+          << "seed " << seed << " round " << round << " cell " << i << "\n"
+          << write_instance(instance);
       EXPECT_LE(cell.value.lo, cell.value.hi);
     }
     for (std::size_t i = 0; i < certificate.weights.size(); ++i) {

@@ -133,8 +133,7 @@ TEST(Process, TimeoutKillsTheProcessGroup) {
   // Two background sleeps and the shell itself: all three belong to the group the limit kills.
   // Each prints its pid first; 5 s is ample for sh to start and echo even on a loaded machine.
   constexpr double kLimit = 5;
-  const ProcessResult result =
-      run_process("echo $$; sleep 300 & echo $!; sleep 300 & echo $!; wait", "", kLimit);
+  const ProcessResult result = run_process("echo $$; sleep 300 & echo $!; sleep 300 & echo $!; wait", "", kLimit);
   EXPECT_EQ(result.end, ProcessEnd::timed_out);
   EXPECT_EQ(describe(result, kLimit), "timed out after 5 s");
   // A survivor would keep the run alive for 300 s; 60 s is the generous bound that tells them apart.

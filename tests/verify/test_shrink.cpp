@@ -94,10 +94,10 @@ testing::AssertionResult smaller(const Instance& candidate, const Instance& orig
       candidate.self_form != original.self_form) {
     return testing::AssertionFailure() << "the problem, mask kind, scale, decimals or form changed";
   }
-  const std::vector<std::size_t> before{original.batch.size(), original.n, original.m, original.heads, original.d_k,
-                                        original.d_v};
-  const std::vector<std::size_t> after{candidate.batch.size(), candidate.n, candidate.m, candidate.heads,
-                                       candidate.d_k, candidate.d_v};
+  const std::vector<std::size_t> before{original.batch.size(), original.n,   original.m,
+                                        original.heads,        original.d_k, original.d_v};
+  const std::vector<std::size_t> after{candidate.batch.size(), candidate.n,   candidate.m,
+                                       candidate.heads,        candidate.d_k, candidate.d_v};
   for (std::size_t k = 0; k < before.size(); ++k) {
     if (after[k] > before[k]) return testing::AssertionFailure() << "size " << k << " grew";
   }
@@ -214,7 +214,8 @@ TEST(Shrink, OffersEveryQueryAndEveryKeyLessWhenNotSquare) {
   for (const Instance& candidate : candidates_of(instance)) {
     const BatchItem& item = candidate.batch[0];
     if (candidate.n == 1 && candidate.m == 3) fewer_queries.push_back(item.Q.text[0]);
-    if (candidate.n == 2 && candidate.m == 2) fewer_keys.push_back(item.K.text[0] + item.K.text[1] + item.V.text[0] + item.V.text[1]);
+    if (candidate.n == 2 && candidate.m == 2)
+      fewer_keys.push_back(item.K.text[0] + item.K.text[1] + item.V.text[0] + item.V.text[1]);
   }
   std::sort(fewer_queries.begin(), fewer_queries.end());
   std::sort(fewer_keys.begin(), fewer_keys.end());
@@ -233,8 +234,8 @@ TEST(Shrink, OffersEveryHeadLessAndEveryColumnPerHeadLess) {
   }
   std::sort(one_head.begin(), one_head.end());
   std::sort(narrower.begin(), narrower.end());
-  EXPECT_EQ(one_head, (std::vector<std::string>{"12", "34"}));   // without head 1, without head 0
-  EXPECT_EQ(narrower, (std::vector<std::string>{"13", "24"}));   // without column 1, column 0 of each head
+  EXPECT_EQ(one_head, (std::vector<std::string>{"12", "34"}));  // without head 1, without head 0
+  EXPECT_EQ(narrower, (std::vector<std::string>{"13", "24"}));  // without column 1, column 0 of each head
 }
 
 TEST(Shrink, ShorterNumbersComeInTheDocumentedOrder) {

@@ -295,9 +295,8 @@ TEST(Transforms, PermuteHeadsMovesBlocksAndTheirAnswers) {
 TEST(Transforms, HeadSliceIsOneHeadOfTheWhole) {
   for (Problem problem : {Problem::ai031, Problem::general}) {
     // For general, Q/K blocks and V blocks of different widths, so neither can stand in for the other.
-    const Instance original = first_sample(problem, [](const Instance& x) {
-      return x.heads >= 2 && (x.problem != Problem::general || x.d_k != x.d_v);
-    });
+    const Instance original = first_sample(
+        problem, [](const Instance& x) { return x.heads >= 2 && (x.problem != Problem::general || x.d_k != x.d_v); });
     const std::size_t h = original.heads, head_k = original.d_k / h, head_v = original.d_v / h;
     const Solution whole = solve(original);
     for (std::size_t g = 0; g < h; ++g) {
@@ -444,7 +443,8 @@ TEST(Transforms, ShiftingScoresChangesOutputsOnlyByRounding) {
           double a = 0;
           for (std::size_t j = 0; j < original.m; ++j) {
             double sum = 0;
-            for (std::size_t c = 0; c < head_k; ++c) sum += std::abs(item.Q.at(i, g * head_k + c) * item.K.at(j, g * head_k + c));
+            for (std::size_t c = 0; c < head_k; ++c)
+              sum += std::abs(item.Q.at(i, g * head_k + c) * item.K.at(j, g * head_k + c));
             a = std::max(a, sum);
           }
           const double delta = 4.0 * static_cast<double>(head_k + 1) * kUnitRoundoff * (a + shift) / divisor;
@@ -452,7 +452,8 @@ TEST(Transforms, ShiftingScoresChangesOutputsOnlyByRounding) {
               2.0 * top_v * (std::expm1(2.0 * delta) + 8.0 * static_cast<double>(original.m) * kUnitRoundoff);
           for (std::size_t c = 0; c < head_v; ++c) {
             const std::size_t k = (b * original.n + i) * original.d_v + g * head_v + c;
-            ASSERT_NEAR(after.values[k], before.values[k], tolerance) << "seed " << seed << " row " << i << " head " << g;
+            ASSERT_NEAR(after.values[k], before.values[k], tolerance)
+                << "seed " << seed << " row " << i << " head " << g;
           }
         }
       }

@@ -67,7 +67,8 @@ Result<ProblemSetup, Error> resolve_problem(const ProblemOptions& options) {
        {set_size(options.max_n, "max-n", limits.max_n), set_size(options.max_m, "max-m", limits.max_m),
         set_size(options.max_d, "max-d", limits.max_d), set_size(options.max_heads, "max-heads", limits.max_heads),
         set_size(options.max_batch, "max-batch", limits.max_batch),
-        set_bound(options.max_abs, "max-abs", limits.max_abs_qk), set_bound(options.max_abs, "max-abs", limits.max_abs_v),
+        set_bound(options.max_abs, "max-abs", limits.max_abs_qk),
+        set_bound(options.max_abs, "max-abs", limits.max_abs_v),
         set_bound(options.max_abs_qk, "max-abs-qk", limits.max_abs_qk),
         set_bound(options.max_abs_v, "max-abs-v", limits.max_abs_v)}) {
     if (error) return *error;

@@ -1,10 +1,10 @@
 // attncheck: one binary, one subcommand per job (see --help).
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <iterator>
 #include <string_view>
 #include <utility>
-#include <exception>
 
 #include "common.hpp"
 
@@ -16,25 +16,28 @@ int main(int argc, char** argv) {
   CLI::App app{"attncheck: a verification harness for attention (softmax(Q·Kᵀ/scale)·V)"};
 #endif
   app.require_subcommand(1);
-  app.footer("Problems: ai006 (causal single head, 4 decimals), ai031 (masked multi-head, 2 decimals),\n"
-             "general (see README). 'attncheck COMMAND --help' describes each command.\n");
+  app.footer(
+      "Problems: ai006 (causal single head, 4 decimals), ai031 (masked multi-head, 2 decimals),\n"
+      "general (see README). 'attncheck COMMAND --help' describes each command.\n");
   using Register = void (*)(CLI::App&, Commands&);
 #ifdef ATTNCHECK_CORE_ONLY
   // attncheck-solve: the production commands alone, linked against attn_core only.
   constexpr std::pair<std::string_view, Register> kCommands[] = {
-      {"solve", register_solve}, {"validate", register_validate},
+      {"solve", register_solve},
+      {"validate", register_validate},
   };
 #else
   constexpr std::pair<std::string_view, Register> kCommands[] = {
-      {"solve", register_solve}, {"validate", register_validate}, {"oracle", register_oracle},
-      {"check", register_check}, {"gen", register_gen},           {"stress", register_stress},
+      {"solve", register_solve},     {"validate", register_validate}, {"oracle", register_oracle},
+      {"check", register_check},     {"gen", register_gen},           {"stress", register_stress},
       {"certify", register_certify}, {"verify", register_verify},
   };
 #endif
   // Only the command asked for is built: setting up every command's options took most of a small
   // `solve` (1.5M of 2.2M instructions, callgrind). Anything else (--help, a typo) gets them all.
   const std::string_view asked = argc > 1 ? argv[1] : "";
-  const bool known = std::any_of(std::begin(kCommands), std::end(kCommands), [&](const auto& c) { return c.first == asked; });
+  const bool known =
+      std::any_of(std::begin(kCommands), std::end(kCommands), [&](const auto& c) { return c.first == asked; });
   Commands commands;
   for (const auto& [name, add] : kCommands) {
     if (!known || name == asked) add(app, commands);

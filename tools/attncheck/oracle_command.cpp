@@ -57,7 +57,8 @@ std::string ambiguous_report(const Instance& instance, const Certificate& certif
     const bool two = (cell.lowest == cell.canonical && cell.highest == cell.alternative) ||
                      (cell.lowest == cell.alternative && cell.highest == cell.canonical);
     const std::string accepted = two ? cell.canonical + " or " + cell.alternative : cell.lowest + " .. " + cell.highest;
-    const std::string kind = cell.unresolved  ? " (tie or closer than 2^-" + std::to_string(verify::OracleOptions{}.max_bits) + ")"
+    const std::string kind = cell.unresolved
+                                 ? " (tie or closer than 2^-" + std::to_string(verify::OracleOptions{}.max_bits) + ")"
                              : cell.exact_tie ? " (exact tie)"
                                               : "";
     char band[32];
@@ -107,8 +108,8 @@ int run_check(const ProblemOptions& options, const std::vector<std::string>& fil
   }
   const Certificate certificate = verify::certify(*instance);
   const Verdict verdict = verify::check_output(certificate, *output);
-  const std::string line = std::string(verify::verdict_name(verdict.kind)) + ": " + verdict.message +
-                           answer_file_note(certificate, answer);
+  const std::string line =
+      std::string(verify::verdict_name(verdict.kind)) + ": " + verdict.message + answer_file_note(certificate, answer);
   const bool accepted = verdict.kind == VerdictKind::ok || verdict.kind == VerdictKind::acceptable;
   if (!kattis) {
     std::fprintf(stderr, "%s\n", line.c_str());
@@ -133,7 +134,8 @@ FileReport certify_file(const std::filesystem::path& input, const ProblemSetup& 
   std::filesystem::path answer_path = input;
   answer_path.replace_extension(".ans");
   if (!std::filesystem::exists(answer_path)) answer_path.replace_extension(".out");
-  if (!std::filesystem::exists(answer_path)) return {FileOutcome::skipped, name + ": skipped (no .ans or .out beside it)"};
+  if (!std::filesystem::exists(answer_path))
+    return {FileOutcome::skipped, name + ": skipped (no .ans or .out beside it)"};
   const auto instance = load_instance(input.string(), setup, Strictness::strict);
   if (!instance) return {FileOutcome::failed, name + ": invalid input: " + instance.error().message};
   const auto answer = read_input(answer_path.string());
@@ -161,14 +163,16 @@ void register_oracle(CLI::App& app, Commands& commands) {
   auto options = std::make_shared<ProblemOptions>();
   auto input = std::make_shared<std::string>("-");
   auto digits = std::make_shared<int>(0);
-  auto* command = app.add_subcommand("oracle", "The certified exact answer (stdin -> stdout), ambiguous cells on stderr");
+  auto* command =
+      app.add_subcommand("oracle", "The certified exact answer (stdin -> stdout), ambiguous cells on stderr");
   add_problem_options(*command, *options);
   command->add_option("input", *input, "input file (default: stdin)");
   command->add_option("--digits", *digits, "print N significant digits of the exact values instead")
       ->check(CLI::Range(1, 1000));
-  command->footer("Prints the exact value of every output correctly rounded to the problem's decimals (ties to\n"
-                  "even, no '-0'). Each cell that a correct double implementation may round either way is listed\n"
-                  "on stderr with its exact value to 25 digits, its band and both acceptable strings.\n");
+  command->footer(
+      "Prints the exact value of every output correctly rounded to the problem's decimals (ties to\n"
+      "even, no '-0'). Each cell that a correct double implementation may round either way is listed\n"
+      "on stderr with its exact value to 25 digits, its band and both acceptable strings.\n");
   commands.push_back({command, [options, input, digits]() -> int {
                         const auto setup = resolve_problem(*options);
                         if (!setup) return fail(setup.error(), 1);
@@ -196,9 +200,10 @@ void register_check(CLI::App& app, Commands& commands) {
   command->add_option("files", *files, "IN OUT [ANS]  (with --kattis: IN ANS FEEDBACK_DIR, output on stdin)")
       ->required();
   command->add_flag("--kattis", *kattis, "Kattis/DOMjudge output validator: exit 42 accepted, 43 wrong");
-  command->footer("testlib: exit 0 OK, 1 WA, 2 PE, 3 FAIL (bad input), one line on stderr.\n"
-                  "Kattis: exit 42 / 43, the reason in FEEDBACK_DIR/judgemessage.txt.\n"
-                  "The truth comes from IN through the oracle; ANS is only compared to report a wrong answer file.\n");
+  command->footer(
+      "testlib: exit 0 OK, 1 WA, 2 PE, 3 FAIL (bad input), one line on stderr.\n"
+      "Kattis: exit 42 / 43, the reason in FEEDBACK_DIR/judgemessage.txt.\n"
+      "The truth comes from IN through the oracle; ANS is only compared to report a wrong answer file.\n");
   commands.push_back({command, [options, files, kattis]() -> int { return run_check(*options, *files, *kattis); }});
 }
 
@@ -208,8 +213,9 @@ void register_certify(CLI::App& app, Commands& commands) {
   auto* command = app.add_subcommand("certify", "Certify every X.in / X.ans (or X.out) pair in a directory");
   add_problem_options(*command, *options);
   command->add_option("directory", *directory, "directory of judge tests")->required();
-  command->footer("Each input is validated strictly and its answer checked against the oracle. Exit 1 if any\n"
-                  "input is invalid or any answer wrong.\n");
+  command->footer(
+      "Each input is validated strictly and its answer checked against the oracle. Exit 1 if any\n"
+      "input is invalid or any answer wrong.\n");
   commands.push_back({command, [options, directory]() -> int {
                         const auto setup = resolve_problem(*options);
                         if (!setup) return fail(setup.error(), 1);
@@ -227,9 +233,10 @@ void register_certify(CLI::App& app, Commands& commands) {
                           ++counts[static_cast<int>(report.outcome)];
                         }
                         const auto [certified, ambiguous, failed, skipped] = counts;
-                        std::printf("%zu inputs: %zu certified (%zu with ambiguous cells), %zu wrong or invalid, "
-                                    "%zu without an answer\n",
-                                    inputs.size(), certified + ambiguous, ambiguous, failed, skipped);
+                        std::printf(
+                            "%zu inputs: %zu certified (%zu with ambiguous cells), %zu wrong or invalid, "
+                            "%zu without an answer\n",
+                            inputs.size(), certified + ambiguous, ambiguous, failed, skipped);
                         return failed == 0 ? 0 : 1;
                       }});
 }

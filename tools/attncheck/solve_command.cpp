@@ -14,8 +14,9 @@ void register_solve(CLI::App& app, Commands& commands) {
   auto* command = app.add_subcommand("solve", "Solve a judge input with the production kernel (stdin -> stdout)");
   add_problem_options(*command, *options);
   command->add_option("input", *input, "input file (default: stdin)");
-  command->footer("Reads leniently (any whitespace, CR/LF) and prints the answer with the problem's decimals.\n"
-                  "Bad input: exit 1, nothing on stdout, 'line L, column C: ...' on stderr.\n");
+  command->footer(
+      "Reads leniently (any whitespace, CR/LF) and prints the answer with the problem's decimals.\n"
+      "Bad input: exit 1, nothing on stdout, 'line L, column C: ...' on stderr.\n");
   commands.push_back({command, [options, input]() -> int {
                         const auto setup = resolve_problem(*options);
                         if (!setup) return fail(setup.error(), 1);
@@ -40,9 +41,10 @@ void register_validate(CLI::App& app, Commands& commands) {
   add_problem_options(*command, *options);
   command->add_option("input", *input, "input file (default: stdin)");
   command->add_flag("--kattis", *kattis, "Kattis/DOMjudge input validator exit codes: 42 valid, 43 invalid");
-  command->footer("Strict: single spaces, LF line ends, a final newline, no blank lines or trailing spaces,\n"
-                  "canonical decimals -?(0|[1-9][0-9]*)(.[0-9]+)? (no '+', exponent or '-0'), integer headers.\n"
-                  "Exit 0 valid / 1 invalid (42 / 43 with --kattis); the reason goes to stderr.\n");
+  command->footer(
+      "Strict: single spaces, LF line ends, a final newline, no blank lines or trailing spaces,\n"
+      "canonical decimals -?(0|[1-9][0-9]*)(.[0-9]+)? (no '+', exponent or '-0'), integer headers.\n"
+      "Exit 0 valid / 1 invalid (42 / 43 with --kattis); the reason goes to stderr.\n");
   commands.push_back({command, [options, input, kattis]() -> int {
                         const int valid = *kattis ? 42 : 0;
                         const int invalid = *kattis ? 43 : 1;
@@ -50,8 +52,7 @@ void register_validate(CLI::App& app, Commands& commands) {
                         if (!setup) return fail(setup.error(), invalid);
                         const auto text = read_input(*input);
                         if (!text) return fail(text.error(), invalid);
-                        const auto instance =
-                            read_instance(*text, setup->problem, setup->limits, Strictness::strict);
+                        const auto instance = read_instance(*text, setup->problem, setup->limits, Strictness::strict);
                         if (!instance) {
                           std::fprintf(stderr, "%s\n", instance.error().to_string().c_str());
                           return invalid;

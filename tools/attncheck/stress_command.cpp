@@ -49,8 +49,8 @@ int run_gen(const GenFlags& flags) {
     const Instance instance = verify::sample_instance(options, seed);
     const verify::Certificate certificate = verify::certify(instance);
     const std::string stem = flags.profile + "-" + std::to_string(seed);
-    for (const auto& [extension, text] : {std::pair{".in", write_instance(instance)},
-                                          std::pair{".ans", verify::canonical_text(certificate)}}) {
+    for (const auto& [extension, text] :
+         {std::pair{".in", write_instance(instance)}, std::pair{".ans", verify::canonical_text(certificate)}}) {
       const auto written = write_file((fs::path(flags.out) / (stem + extension)).string(), text);
       if (!written) return fail(written.error(), 1);
     }
@@ -82,9 +82,11 @@ void print_failure(const StressFlags& flags, const verify::StressFailure& failur
   std::printf("FAILED: case %d (seed %llu, profile %s): %s: %s\n", failure.case_index,
               static_cast<unsigned long long>(failure.seed), std::string(verify::profile_name(failure.profile)).c_str(),
               std::string(verify::failure_name(outcome.failure)).c_str(), outcome.reason.c_str());
-  std::printf("\nminimal failing input (%d shrink runs):\n%s", failure.shrink_runs, write_instance(failure.minimal).c_str());
+  std::printf("\nminimal failing input (%d shrink runs):\n%s", failure.shrink_runs,
+              write_instance(failure.minimal).c_str());
   std::printf("\ncanonical answer:\n%s", verify::canonical_text(verify::certify(failure.minimal)).c_str());
-  std::printf("\nprogram output (%zu bytes):\n%s%s", outcome.run.output.size(), outcome.run.output.substr(0, 4000).c_str(),
+  std::printf("\nprogram output (%zu bytes):\n%s%s", outcome.run.output.size(),
+              outcome.run.output.substr(0, 4000).c_str(),
               outcome.run.output.empty() || outcome.run.output.back() != '\n' ? "\n" : "");
   if (!outcome.run.error_tail.empty()) std::printf("\nprogram stderr (tail):\n%s\n", outcome.run.error_tail.c_str());
   std::printf("\nreplay: attncheck stress --problem %s --solution '%s' --seed %llu --cases 1 --profile %s\n",
@@ -152,19 +154,27 @@ void register_gen(CLI::App& app, Commands& commands) {
 
 void register_stress(CLI::App& app, Commands& commands) {
   auto flags = std::make_shared<StressFlags>();
-  auto* command = app.add_subcommand("stress", "Run a solution program on generated inputs and judge it with the oracle");
+  auto* command =
+      app.add_subcommand("stress", "Run a solution program on generated inputs and judge it with the oracle");
   add_problem_options(*command, flags->problem);
   command->add_option("--solution", flags->solution, "command run through /bin/sh -c, input on stdin")->required();
-  command->add_option("--cases,-n", flags->cases, "number of cases")->check(CLI::Range(1, 100000000))->capture_default_str();
+  command->add_option("--cases,-n", flags->cases, "number of cases")
+      ->check(CLI::Range(1, 100000000))
+      ->capture_default_str();
   command->add_option("--seed,-s", flags->seed, "case k uses seed + k")->capture_default_str();
-  command->add_option("--timeout", flags->timeout, "seconds per run")->check(CLI::Range(0.001, 3600.0))->capture_default_str();
-  command->add_option("--jobs,-j", flags->jobs, "cases run in parallel")->check(CLI::Range(1, 256))->capture_default_str();
+  command->add_option("--timeout", flags->timeout, "seconds per run")
+      ->check(CLI::Range(0.001, 3600.0))
+      ->capture_default_str();
+  command->add_option("--jobs,-j", flags->jobs, "cases run in parallel")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   command->add_option("--profile", flags->profiles, "profiles to cycle through (random, edge, max)")
       ->check(CLI::IsMember({"random", "edge", "max"}))
       ->capture_default_str();
-  command->footer("Verdicts come from the certified checker: ambiguous cells accept either neighbour.\n"
-                  "A crash, non-zero exit, timeout, empty or malformed output is a failure. The first failure\n"
-                  "is shrunk and printed with the canonical answer and a replay command; exit 1.\n");
+  command->footer(
+      "Verdicts come from the certified checker: ambiguous cells accept either neighbour.\n"
+      "A crash, non-zero exit, timeout, empty or malformed output is a failure. The first failure\n"
+      "is shrunk and printed with the canonical answer and a replay command; exit 1.\n");
   commands.push_back({command, [flags] { return run_stress(*flags); }});
 }
 

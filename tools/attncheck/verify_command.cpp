@@ -5,9 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <utility>
-#include <memory>
 
 #include "campaign.hpp"
 #include "common.hpp"
@@ -81,7 +81,8 @@ int run_verify(const VerifyFlags& flags) {
     std::printf("verify: FAILED (the reports could not be written)\n");
     return fail(*write_error, 1);
   }
-  std::printf("reports: %s, %s\nverify: %s\n", json_path.c_str(), svg_path.c_str(), report.passed() ? "PASSED" : "FAILED");
+  std::printf("reports: %s, %s\nverify: %s\n", json_path.c_str(), svg_path.c_str(),
+              report.passed() ? "PASSED" : "FAILED");
   return report.passed() ? 0 : 1;
 }
 
@@ -92,11 +93,13 @@ void register_verify(CLI::App& app, Commands& commands) {
   auto* command = app.add_subcommand("verify", "Run the verification campaign against the built-in kernel");
   command->add_flag("--quick", flags->quick, "the short campaign (about a minute)");
   command->add_option("--source", flags->source, "source tree holding corpus/")->capture_default_str();
-  command->add_option("--reports", flags->reports, "folder for verify.json and verify-error.svg")->capture_default_str();
-  command->footer("Stages: bundled samples certified; the property suite at campaign size; kernel versus oracle\n"
-                  "on generated cases (max and mean |error|/band); fuzz corpora replayed (plus 20 s of fuzzing per\n"
-                  "target when the clang fuzz build exists); the in-tree solver stressed as an external program.\n"
-                  "Exit 0 when every stage passes, 1 otherwise.\n");
+  command->add_option("--reports", flags->reports, "folder for verify.json and verify-error.svg")
+      ->capture_default_str();
+  command->footer(
+      "Stages: bundled samples certified; the property suite at campaign size; kernel versus oracle\n"
+      "on generated cases (max and mean |error|/band); fuzz corpora replayed (plus 20 s of fuzzing per\n"
+      "target when the clang fuzz build exists); the in-tree solver stressed as an external program.\n"
+      "Exit 0 when every stage passes, 1 otherwise.\n");
   commands.push_back({command, [flags] { return run_verify(*flags); }});
 }
 
