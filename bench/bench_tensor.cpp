@@ -1,0 +1,61 @@
+// Certification speed of the tensor path: rows certified per second by certify_tensor on one
+// [1, 1, S, E] fp32 problem (N(0,1) data rounded to fp32) and the exact result rounded to fp32 as
+// the output, sampling `rows` rows. Fixed seeds; Google Benchmark, never a timed test.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "tensor.hpp"
+#include "tensor_certify.hpp"
+#include "tensor_oracle.hpp"
+
+namespace {
+
+using namespace attn::verify;
+
+TensorProblem normal_problem(std::size_t S, std::size_t E, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  TensorProblem p;
+  p.L = p.S = S, p.E = p.Ev = E;
+  p.dtype = DType::fp32;
+  for (auto* values : {&p.query, &p.key, &p.value}) {
+    values->resize(S * E);
+    for (double& x : *values) x = round_to(DType::fp32, normal(rng));
+  }
+  return p;
+}
+
+// A fp32 output within the band: the plain same-precision computation of every row.
+std::vector<double> plain_output(const TensorProblem& p) {
+  std::vector<double> out(p.L * p.Ev);
+  for (std::size_t row = 0; row < p.L; ++row) {
+    const std::vector<double> y = plain_row(p, row, DType::fp32);
+    for (std::size_t c = 0; c < p.Ev; ++c) out[row * p.Ev + c] = y[c];
+  }
+  return out;
+}
+
+// Args: S, E, threads. Each iteration certifies 32 sampled rows.
+void BM_CertifyTensorRows(benchmark::State& state) {
+  const auto S = static_cast<std::size_t>(state.range(0)), E = static_cast<std::size_t>(state.range(1));
+  const TensorProblem problem = normal_problem(S, E, 4096);
+  const std::vector<double> output = plain_output(problem);
+  CertifyOptions options;
+  options.arithmetic = arithmetic_profile("fp32").value();
+  options.rows = 32;
+  options.threads = static_cast<unsigned>(state.range(2));
+  std::size_t rows = 0;
+  for (auto _ : state) {
+    const TensorReport report = certify_tensor(problem, output, options);
+    if (!report.passed) state.SkipWithError("a plain fp32 output failed certification");
+    rows += report.rows_checked;
+  }
+  state.counters["rows/s"] = benchmark::Counter(static_cast<double>(rows), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_CertifyTensorRows)->Args({4096, 128, 2})->Args({4096, 128, 1})->Args({1024, 64, 2})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
