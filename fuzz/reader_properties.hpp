@@ -16,8 +16,8 @@ namespace attn::fuzz {
 /// Reads input leniently at the CLI's default limits for problem and checks:
 /// rejected -> the error is positioned inside the input (require_positioned);
 /// accepted -> write_instance gives strict-valid text that reads back (strictly and leniently) to
-/// the same Instance, writing is idempotent, and solving gives finite values (DESIGN.md: inside
-/// the limits a finite input never yields NaN or Inf).
+/// the same Instance, writing is idempotent, and solving gives finite values (inside the limits a
+/// finite input never yields NaN or Inf: README, "Commands", on the value bounds).
 inline void check_lenient_reader(const std::uint8_t* data, std::size_t size, Problem problem) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   const Limits limits = default_limits(problem);

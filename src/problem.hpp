@@ -41,7 +41,7 @@ struct Limits {
   std::string max_abs_v;      ///< |V| bound, canonical decimal
 };
 
-/// The defaults DESIGN.md states for each problem.
+/// The defaults the problem statements give (README, "Problems").
 [[nodiscard]] Limits default_limits(Problem problem);
 
 /// A row-major matrix of input reals: the double (for the kernel) and the exact canonical
