@@ -156,6 +156,13 @@ std::optional<DType> dtype_from_name(std::string_view name) {
 
 double unit_roundoff(DType dtype) { return std::ldexp(1.0, -format_of(dtype).precision); }
 
+double smallest_normal(DType dtype) { return std::ldexp(1.0, format_of(dtype).emin); }
+
+double half_smallest_subnormal(DType dtype) {
+  const Format format = format_of(dtype);
+  return std::max(std::ldexp(1.0, format.emin - format.precision), 0x1p-1074);
+}
+
 double ulp_of(DType dtype, double x) {
   const Format format = format_of(dtype);
   int exponent = format.emin + 1;

@@ -27,6 +27,13 @@ enum class DType { fp64, fp32, fp16, bf16 };
 /// Unit roundoff of a format: 2^-53, 2^-24, 2^-11, 2^-8.
 [[nodiscard]] double unit_roundoff(DType dtype);
 
+/// The smallest positive normal value of a format: 2^-1022, 2^-126, 2^-14, 2^-126.
+[[nodiscard]] double smallest_normal(DType dtype);
+
+/// Half the smallest positive subnormal of a format, rounded up to a double (2^-1074 for fp64,
+/// whose half is no double): the most a correct rounding moves a value below the normal range.
+[[nodiscard]] double half_smallest_subnormal(DType dtype);
+
 /// Spacing of `dtype`'s values at |x| (the ulp; subnormal spacing below the normal range).
 [[nodiscard]] double ulp_of(DType dtype, double x);
 

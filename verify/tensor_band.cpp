@@ -96,16 +96,8 @@ struct Format {
   double half_spacing;  ///< >= half the smallest subnormal: the error of rounding to nearest there
 };
 
-// The formats' constants from IEEE 754-2019 (binary64, binary32, binary16) and bfloat16 (8-bit
-// exponent as binary32, 8-bit significand). Kept here so the band needs nothing else of tensor.cpp.
 Format format_of(DType dtype) {
-  switch (dtype) {
-    case DType::fp64: return {0x1p-53, 0x1p-1022, 0x1p-1074};  // 2^-1075 is not a double
-    case DType::fp32: return {0x1p-24, 0x1p-126, 0x1p-150};
-    case DType::fp16: return {0x1p-11, 0x1p-14, 0x1p-25};
-    case DType::bf16: return {0x1p-8, 0x1p-126, 0x1p-134};
-  }
-  throw ContractError("format_of: unknown DType");
+  return {unit_roundoff(dtype), smallest_normal(dtype), half_smallest_subnormal(dtype)};
 }
 
 // γ_n for unit roundoff u, rounded upwards; +infinity when nu >= 1/2.

@@ -286,5 +286,18 @@ TEST(TensorOracle, PlainRowIsCloseInFp64) {
   }
 }
 
+TEST(TensorRounding, FormatConstantsMatchTheRoundingItself) {
+  for (DType dtype : {DType::fp64, DType::fp32, DType::fp16, DType::bf16}) {
+    const double normal = smallest_normal(dtype), half = half_smallest_subnormal(dtype);
+    // Below the normal range the spacing is 2·half (fp64: half itself is the smallest double).
+    const double spacing = dtype == DType::fp64 ? half : 2 * half;
+    EXPECT_EQ(round_to(dtype, normal), normal) << dtype_name(dtype);
+    EXPECT_EQ(round_to(dtype, spacing), spacing) << dtype_name(dtype);
+    EXPECT_EQ(round_to(dtype, 3 * spacing / 4), spacing) << dtype_name(dtype);  // rounds up to the subnormal
+    EXPECT_EQ(round_to(dtype, 1 + unit_roundoff(dtype) * 2), 1 + unit_roundoff(dtype) * 2) << dtype_name(dtype);
+    EXPECT_EQ(round_to(dtype, 1 + unit_roundoff(dtype)), 1.0) << dtype_name(dtype);  // a tie, to even
+  }
+}
+
 }  // namespace
 }  // namespace attn::verify
