@@ -22,4 +22,23 @@ MpfrFloat& MpfrFloat::operator=(MpfrFloat&& other) noexcept {
   return *this;
 }
 
+MpfiInterval::MpfiInterval(mpfr_prec_t bits) { mpfi_init2(value_, bits); }
+
+MpfiInterval::~MpfiInterval() {
+  if (owned_) mpfi_clear(value_);
+}
+
+MpfiInterval::MpfiInterval(MpfiInterval&& other) noexcept
+    : value_{other.value_[0]}, owned_(std::exchange(other.owned_, false)) {}
+
+MpfiInterval& MpfiInterval::operator=(MpfiInterval&& other) noexcept {
+  std::swap(value_[0], other.value_[0]);
+  std::swap(owned_, other.owned_);
+  return *this;
+}
+
+Interval MpfiInterval::doubles() const {
+  return {mpfr_get_d(&value_[0].left, MPFR_RNDD), mpfr_get_d(&value_[0].right, MPFR_RNDU)};
+}
+
 }  // namespace attn::verify

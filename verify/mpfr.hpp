@@ -3,7 +3,10 @@
 // sure every init has its clear, on every path out of a function.
 #pragma once
 
+#include <mpfi.h>
 #include <mpfr.h>
+
+#include "oracle.hpp"
 
 namespace attn::verify {
 
@@ -28,6 +31,29 @@ class MpfrFloat {
  private:
   mpfr_t value_;
   bool owned_ = true;  ///< false once moved from: the destructor then has nothing to clear
+};
+
+/// An MPFI interval with a fixed precision, cleared on destruction. Move-only, as MpfrFloat.
+class MpfiInterval {
+ public:
+  /// An interval of `bits` bits of precision at each end, value NaN (MPFI's initial value).
+  explicit MpfiInterval(mpfr_prec_t bits);
+  ~MpfiInterval();
+  MpfiInterval(MpfiInterval&& other) noexcept;
+  MpfiInterval& operator=(MpfiInterval&& other) noexcept;
+  MpfiInterval(const MpfiInterval&) = delete;
+  MpfiInterval& operator=(const MpfiInterval&) = delete;
+
+  /// The raw variable, for MPFI calls.
+  [[nodiscard]] mpfi_ptr get() { return value_; }
+  /// The raw variable, for MPFI calls that only read it.
+  [[nodiscard]] mpfi_srcptr get() const { return value_; }
+  /// The enclosure rounded outwards to doubles.
+  [[nodiscard]] Interval doubles() const;
+
+ private:
+  mpfi_t value_;
+  bool owned_ = true;
 };
 
 /// Frees the calling thread's MPFR caches (constants such as log 2, kept in thread-local storage)

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "mpfr.hpp"
+
 namespace attn::verify {
 
 std::recursive_mutex& PrecisionScope::mutex() {
@@ -94,12 +96,16 @@ bool fast_bounds(const Integer& z, Interval& out) {
   return true;
 }
 
-// What the fast pass needs of one score factor f = 10^-dot_exponent / σ, computed once per
-// instance (per thread): the tail threshold for 64 bits (as in Ziv's loop), e^{-L} rounded
-// up, and digits[l][d] ⊇ e^{-d·16^l·f} for the hexadecimal digits d of any gap up to the
-// threshold, each an MPFI enclosure rounded outwards to doubles.
+// The table's tail threshold is Ziv's at 64 bits: a tail group's e^{t_g} is then below 2^-128,
+// far below what a double enclosure can resolve.
+constexpr int kFastTableBits = 64;
+
+// What the fast pass needs of one score factor f = 10^-dot_exponent / σ: the tail threshold for 64
+// bits (as in Ziv's loop), e^{-L} rounded up, and digits[l][d] ⊇ e^{-d·16^l·f} for the hexadecimal
+// digits d of any gap up to the threshold, each an MPFI enclosure rounded outwards to doubles.
+// Entries are filled on first use: a judge instance reuses one table for every block, while the
+// small instances of a fuzz or stress run each touch a few dozen of the ~250 entries.
 struct FastTable {
-  bool built = false;
   bool usable = false;  ///< the threshold fits in 64 bits, so every non-tail gap is a uint64
   long dot_exponent = 0;
   ScaleKind kind = ScaleKind::none;
@@ -107,42 +113,64 @@ struct FastTable {
   ScaledDecimal value;
   Integer threshold;
   double tail_upper = 0;
+  MpfiInterval factor{kFastTableBits};  ///< f, enclosed at kFastTableBits
   std::vector<std::array<Interval, 16>> digits;
+  std::vector<std::uint16_t> filled;  ///< per level: bit d set once digits[l][d] is computed
 
   bool matches(const ExactDivisor& divisor, long exponent) const {
-    return built && dot_exponent == exponent && kind == divisor.kind && radicand == divisor.radicand &&
+    return dot_exponent == exponent && kind == divisor.kind && radicand == divisor.radicand &&
            value.exponent == divisor.value.exponent && value.mantissa == divisor.value.mantissa;
+  }
+
+  // e^{-d·16^l·f}, computed at kFastTableBits with its own precision (no PrecisionScope: MPFI's
+  // explicit-precision calls do not touch Boost's process-wide default).
+  Interval digit(std::size_t level, unsigned d) {
+    if ((filled[level] >> d & 1U) == 0) {
+      MpfiInterval x(kFastTableBits);
+      Integer multiple = Integer(d) << (4 * level);
+      mpfi_mul_z(x.get(), factor.get(), multiple.backend().data());
+      mpfi_neg(x.get(), x.get());
+      mpfi_exp(x.get(), x.get());
+      digits[level][d] = x.doubles();
+      filled[level] |= static_cast<std::uint16_t>(1U << d);
+    }
+    return digits[level][d];
   }
 };
 
-// The table's tail threshold is Ziv's at 64 bits: a tail group's e^{t_g} is then below 2^-128,
-// far below what a double enclosure can resolve.
-constexpr int kFastTableBits = 64;
-
-const FastTable& fast_table(const ExactDivisor& divisor, long dot_exponent) {
-  thread_local FastTable table;
-  if (table.matches(divisor, dot_exponent)) return table;
-  PrecisionScope scope(kFastTableBits);
-  table.built = true;
+// The table for (divisor, dot_exponent), from a per-thread cache of the most recent few: a stress
+// or fuzz run alternates among a handful of scale rules and decimal counts.
+FastTable& fast_table(const ExactDivisor& divisor, long dot_exponent) {
+  constexpr std::size_t kCached = 32;
+  thread_local std::vector<FastTable> tables;
+  thread_local std::size_t next_victim = 0;
+  for (FastTable& table : tables) {
+    if (table.matches(divisor, dot_exponent)) return table;
+  }
+  FastTable table;
   table.dot_exponent = dot_exponent;
   table.kind = divisor.kind;
   table.radicand = divisor.radicand;
   table.value = divisor.value;
-  const Real factor = score_factor(divisor, dot_exponent);
-  table.threshold = tail_threshold(factor, kFastTableBits);
-  table.tail_upper = to_interval(Real(exp(-(from_integer(table.threshold) * factor)))).hi;
-  table.usable = mpz_fits_ulong_p(table.threshold.backend().data()) && sizeof(unsigned long) >= 8;
-  table.digits.clear();
-  if (!table.usable) return table;
-  Integer place = 1;  // 16^l
-  for (Integer rest = table.threshold; rest != 0; rest >>= 4, place <<= 4) {
-    std::array<Interval, 16>& level = table.digits.emplace_back();
-    level[0] = {1, 1};
-    for (unsigned d = 1; d < 16; ++d) {
-      level[d] = to_interval(Real(exp(-(from_integer(place * d) * factor))));
-    }
+  {
+    PrecisionScope scope(kFastTableBits);
+    const Real factor = score_factor(divisor, dot_exponent);
+    table.threshold = tail_threshold(factor, kFastTableBits);
+    table.tail_upper = to_interval(Real(exp(-(from_integer(table.threshold) * factor)))).hi;
+    mpfi_set(table.factor.get(), factor.backend().data());
   }
-  return table;
+  table.usable = mpz_fits_ulong_p(table.threshold.backend().data()) && sizeof(unsigned long) >= 8;
+  if (table.usable) {
+    const std::size_t levels = (mpz_sizeinbase(table.threshold.backend().data(), 2) + 3) / 4;
+    table.digits.assign(levels, {});
+    table.filled.assign(levels, 1U);  // digit 0: e^0 = 1
+    for (auto& level : table.digits) level[0] = {1, 1};
+  }
+  if (tables.size() < kCached) return tables.emplace_back(std::move(table));
+  FastTable& slot = tables[next_victim];
+  next_victim = (next_victim + 1) % kCached;
+  slot = std::move(table);
+  return slot;
 }
 
 // x = y·10^k rounded to an integer when no rounding boundary (odd integer of 2x) lies in [lo, hi];
@@ -163,7 +191,7 @@ bool fast_round(Interval x, long long& out) {
 
 bool fast_pass(const ExactInstance& exact, const ExactBlock& block, int decimals,
                const std::vector<std::size_t>& pending, BlockAnswer& answer, std::vector<std::size_t>& undecided) {
-  const FastTable& table = fast_table(exact.divisor, block.dot_exponent);
+  FastTable& table = fast_table(exact.divisor, block.dot_exponent);
   Interval unit, scale;
   if (!table.usable || !fast_bounds(power_of_ten(block.value_exponent), unit) ||
       !fast_bounds(power_of_ten(decimals), scale)) {
@@ -184,7 +212,7 @@ bool fast_pass(const ExactInstance& exact, const ExactBlock& block, int decimals
       e[g] = {1, 1};
       unsigned long rest = mpz_get_ui(gap.backend().data());  // gap <= threshold < 2^64
       for (std::size_t l = 0; rest != 0; ++l, rest >>= 4) {
-        if ((rest & 15) != 0) e[g] = e[g] * table.digits[l][rest & 15];
+        if ((rest & 15) != 0) e[g] = e[g] * table.digit(l, static_cast<unsigned>(rest & 15));
       }
     }
     const auto size = static_cast<double>(block.group_size[g]);  // exact: far below 2^53
