@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <mutex>
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -13,11 +14,73 @@
 namespace attn::verify {
 namespace {
 
-using rc::gen::arbitrary;
-using rc::gen::element;
-using rc::gen::inRange;
-using rc::gen::just;
-using rc::gen::weightedOneOf;
+// The random choices behind an instance. One drawing routine serves two sources: RapidCheck's,
+// recorded so that a failing property shrinks (the property suites), and a plain seeded generator
+// for stress and gen, where nothing shrinks and generation must cost little next to the oracle.
+class Choices {
+ public:
+  virtual ~Choices() = default;
+  /// Uniform in [lo, hi) (lo < hi). Under RapidCheck it shrinks towards lo.
+  virtual std::int64_t in_range(std::int64_t lo, std::int64_t hi) = 0;
+  /// An index i with probability weights[i] / Σ weights (shrinking towards 0).
+  std::size_t weighted(std::initializer_list<int> weights) {
+    std::int64_t total = 0;
+    for (int w : weights) total += w;
+    std::int64_t pick = in_range(0, total);
+    std::size_t index = 0;
+    for (int w : weights) {
+      if (pick < w) break;
+      pick -= w;
+      ++index;
+    }
+    return index;
+  }
+
+  std::size_t size_in(std::size_t lo, std::size_t hi) {
+    return static_cast<std::size_t>(in_range(static_cast<std::int64_t>(lo), static_cast<std::int64_t>(hi)));
+  }
+  int int_in(int lo, int hi) { return static_cast<int>(in_range(lo, hi)); }
+  bool flag() { return in_range(0, 2) == 1; }
+  /// One of `items`, uniformly (shrinking towards the first).
+  template <class T> T element(std::initializer_list<T> items) {
+    return items.begin()[in_range(0, static_cast<std::int64_t>(items.size()))];
+  }
+};
+
+class RapidCheckChoices final : public Choices {
+ public:
+  std::int64_t in_range(std::int64_t lo, std::int64_t hi) override { return *rc::gen::inRange(lo, hi); }
+};
+
+// splitmix64 (Steele, Lea, Flood 2014) and Lemire's unbiased bounded integers: the same choices
+// from the same seed on every platform and standard library (std::uniform_int_distribution is
+// not specified bit for bit).
+class SeededChoices final : public Choices {
+ public:
+  explicit SeededChoices(std::uint64_t seed) : state_(seed) {}
+  std::int64_t in_range(std::int64_t lo, std::int64_t hi) override {
+    const auto span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo);
+    return lo + static_cast<std::int64_t>(below(span));
+  }
+
+ private:
+  std::uint64_t next() {
+    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, span), span >= 1.
+  std::uint64_t below(std::uint64_t span) {
+    unsigned __int128 product = static_cast<unsigned __int128>(next()) * span;
+    if (static_cast<std::uint64_t>(product) < span) {
+      const std::uint64_t threshold = -span % span;
+      while (static_cast<std::uint64_t>(product) < threshold) product = static_cast<unsigned __int128>(next()) * span;
+    }
+    return static_cast<std::uint64_t>(product >> 64);
+  }
+  std::uint64_t state_;
+};
 
 // How the values of one instance are drawn.
 enum class Structure {
@@ -31,12 +94,18 @@ enum class Structure {
 };
 
 // Draws a size: 1 and the limit are edges, otherwise a small value.
-std::size_t draw_size(Profile profile, std::size_t typical, std::size_t limit) {
+std::size_t draw_size(Choices& draw, Profile profile, std::size_t typical, std::size_t limit) {
   if (profile == Profile::max) return limit;
-  if (profile == Profile::random) return *inRange<std::size_t>(1, limit + 1);
+  if (profile == Profile::random) return draw.size_in(1, limit + 1);
   const std::size_t small = std::min(typical, limit);
-  return *weightedOneOf<std::size_t>(
-      {{7, inRange<std::size_t>(1, small + 1)}, {2, just<std::size_t>(1)}, {1, just(limit)}});
+  switch (draw.weighted({7, 2, 1})) {
+    case 0:
+      return draw.size_in(1, small + 1);
+    case 1:
+      return 1;
+    default:
+      return limit;
+  }
 }
 
 // The text of mantissa · 10^-fraction, e.g. (-1234, 2) -> "-12.34".
@@ -75,29 +144,31 @@ ValueRange value_range(const std::string& bound, int fraction, int decimals) {
 
 // One value within the range. One category draw and one value draw: generation runs once per
 // number of every generated instance, so it stays cheap.
-std::string draw_value(const ValueRange& r, Structure structure) {
+std::string draw_value(Choices& draw, const ValueRange& r, Structure structure) {
   switch (structure) {
     case Structure::huge_scores: {
-      const int kind = *inRange(0, 7);  // 4/7 at the limit, 2/7 just below, 1/7 zero
-      const std::int64_t edge = kind < 4 ? r.top : kind < 6 ? std::max<std::int64_t>(r.top - *inRange(1, 4), 0) : 0;
-      return decimal_text(*arbitrary<bool>() ? -edge : edge, r.fraction);
+      const int kind = draw.int_in(0, 7);  // 4/7 at the limit, 2/7 just below, 1/7 zero
+      const std::int64_t edge = kind < 4   ? r.top
+                                : kind < 6 ? std::max<std::int64_t>(r.top - draw.in_range(1, 4), 0)
+                                           : 0;
+      return decimal_text(draw.flag() ? -edge : edge, r.fraction);
     }
     case Structure::boundary_values: {
       // decimals + 1 fraction digits ending in 5: halfway between two outputs.
-      std::int64_t m = *inRange<std::int64_t>(-r.tie_top / 10, r.tie_top / 10 + 1) * 10 + 5;
+      std::int64_t m = draw.in_range(-r.tie_top / 10, r.tie_top / 10 + 1) * 10 + 5;
       if (m > r.tie_top) m -= 10;
       return decimal_text(m, r.decimals + 1);
     }
     case Structure::tiny_negatives:
-      return decimal_text(-*inRange<std::int64_t>(0, r.tiny_top + 1), r.decimals + 2);
+      return decimal_text(-draw.in_range(0, r.tiny_top + 1), r.decimals + 2);
     default:
       break;
   }
-  const int kind = *inRange(0, 10);  // 5/10 anywhere, 3/10 small integers, 1/10 zeros, 1/10 extremes
-  if (kind < 5) return decimal_text(*inRange<std::int64_t>(-r.top, r.top + 1), r.fraction);
-  if (kind < 8) return std::to_string(*inRange(-3, 4));
-  if (kind < 9) return *arbitrary<bool>() ? "-0" : "0";
-  return decimal_text(*arbitrary<bool>() ? -r.top : r.top, r.fraction);
+  const int kind = draw.int_in(0, 10);  // 5/10 anywhere, 3/10 small integers, 1/10 zeros, 1/10 extremes
+  if (kind < 5) return decimal_text(draw.in_range(-r.top, r.top + 1), r.fraction);
+  if (kind < 8) return std::to_string(draw.in_range(-3, 4));
+  if (kind < 9) return draw.flag() ? "-0" : "0";
+  return decimal_text(draw.flag() ? -r.top : r.top, r.fraction);
 }
 
 void append_rows(std::string& out, const std::vector<std::string>& values, std::size_t cols) {
@@ -107,23 +178,23 @@ void append_rows(std::string& out, const std::vector<std::string>& values, std::
   }
 }
 
-std::vector<std::string> draw_matrix(std::size_t rows, std::size_t cols, const std::string& bound, int fraction,
-                                     Structure structure, int decimals) {
+std::vector<std::string> draw_matrix(Choices& draw, std::size_t rows, std::size_t cols, const std::string& bound,
+                                     int fraction, Structure structure, int decimals) {
   std::vector<std::string> values(rows * cols);
   const ValueRange range = value_range(bound, fraction, decimals);
-  for (auto& v : values) v = draw_value(range, structure);
+  for (auto& v : values) v = draw_value(draw, range, structure);
   return values;
 }
 
 // An n x m 0/1 mask whose rows are random, all zero, or a single visible key.
-std::string draw_mask(Profile profile, std::size_t n, std::size_t m) {
-  const int density = *element(0, 30, 70, 100);
+std::string draw_mask(Choices& draw, Profile profile, std::size_t n, std::size_t m) {
+  const int density = draw.element({0, 30, 70, 100});
   std::string out;
   for (std::size_t i = 0; i < n; ++i) {
-    const int mode = profile == Profile::edge ? *weightedOneOf<int>({{6, just(0)}, {1, just(1)}, {2, just(2)}}) : 0;
-    const std::size_t single = mode == 2 ? *inRange<std::size_t>(0, m) : m;
+    const std::size_t mode = profile == Profile::edge ? draw.weighted({6, 1, 2}) : 0;
+    const std::size_t single = mode == 2 ? draw.size_in(0, m) : m;
     for (std::size_t j = 0; j < m; ++j) {
-      bool visible = mode == 0 ? *inRange(0, 100) < density : (mode == 2 && j == single);
+      bool visible = mode == 0 ? draw.int_in(0, 100) < density : (mode == 2 && j == single);
       out += visible ? '1' : '0';
       out += j + 1 == m ? '\n' : ' ';
     }
@@ -139,7 +210,7 @@ std::vector<std::size_t> divisors(std::size_t d, std::size_t at_most) {
   return out;
 }
 
-std::string draw_text(const GenOptions& options) {
+std::string draw_text(Choices& draw, const GenOptions& options) {
   const Limits& L = options.limits;
   const Profile profile = options.profile;
   const Problem problem = options.problem;
@@ -147,41 +218,43 @@ std::string draw_text(const GenOptions& options) {
   int decimals = problem == Problem::ai006 ? 4 : 2;
   std::string mask_kind = problem == Problem::ai031 ? "explicit" : "causal", scale = "sqrt";
   bool self_form = false;
-  n = draw_size(profile, options.typical_n, L.max_n);
-  d_k = draw_size(profile, options.typical_d, L.max_d);
+  n = draw_size(draw, profile, options.typical_n, L.max_n);
+  d_k = draw_size(draw, profile, options.typical_d, L.max_d);
   m = n;
   d_v = d_k;
-  if (problem != Problem::ai006) heads = *rc::gen::elementOf(divisors(d_k, L.max_heads));
+  if (problem != Problem::ai006) {
+    const std::vector<std::size_t> choices = divisors(d_k, L.max_heads);
+    heads = choices[draw.size_in(0, choices.size())];
+  }
   if (problem == Problem::general) {
-    batch =
-        profile == Profile::max
-            ? L.max_batch
-            : *weightedOneOf<std::size_t>(
-                  {{4, just<std::size_t>(1)}, {1, inRange<std::size_t>(1, std::min<std::size_t>(L.max_batch, 3) + 1)}});
-    self_form = *weightedOneOf<bool>({{1, just(true)}, {5, just(false)}});
+    batch = profile == Profile::max      ? L.max_batch
+            : draw.weighted({4, 1}) == 0 ? 1
+                                         : draw.size_in(1, std::min<std::size_t>(L.max_batch, 3) + 1);
+    self_form = draw.weighted({5, 1}) == 1;
     if (!self_form) {
-      m = draw_size(profile, options.typical_n, L.max_m);
-      d_v = heads * draw_size(profile, std::max<std::size_t>(1, options.typical_d / heads), L.max_d / heads);
+      m = draw_size(draw, profile, options.typical_n, L.max_m);
+      d_v = heads * draw_size(draw, profile, std::max<std::size_t>(1, options.typical_d / heads), L.max_d / heads);
     }
-    decimals = std::min(*element(0, 1, 2, 3, 4, 6), L.max_decimals);
-    mask_kind = *element<std::string>("none", "causal", "explicit");
-    scale = *element<std::string>("sqrt", "none", "0.5", "2", "1.5", "0.125");
+    decimals = std::min(draw.element({0, 1, 2, 3, 4, 6}), L.max_decimals);
+    mask_kind = draw.element<std::string>({"none", "causal", "explicit"});
+    scale = draw.element<std::string>({"sqrt", "none", "0.5", "2", "1.5", "0.125"});
     if (scale != "sqrt" && scale != "none" && compare_magnitude(scale, L.max_abs_qk) > 0) scale = "none";
   }
-  const Structure structure = profile == Profile::edge
-                                  ? *element(Structure::plain, Structure::plain, Structure::identical_keys,
-                                             Structure::identical_scores, Structure::huge_scores, Structure::score_gaps,
-                                             Structure::boundary_values, Structure::tiny_negatives)
-                                  : Structure::plain;
-  const int fraction = *inRange(0, 4);
+  const Structure structure =
+      profile == Profile::edge
+          ? draw.element({Structure::plain, Structure::plain, Structure::identical_keys, Structure::identical_scores,
+                          Structure::huge_scores, Structure::score_gaps, Structure::boundary_values,
+                          Structure::tiny_negatives})
+          : Structure::plain;
+  const int fraction = draw.int_in(0, 4);
   const MaskKind mask = mask_kind == "none"     ? MaskKind::none
                         : mask_kind == "causal" ? MaskKind::causal
                                                 : MaskKind::explicit_mask;
   std::string text = write_header({problem, batch, n, m, d_k, d_v, heads, decimals, mask, scale, self_form});
   // Scores of thousands make the softmax one-hot; smaller |q|, |k| bounds give weights with every
   // digit in play (where double rounding and near-ties live).
-  std::string bound_qk =
-      *weightedOneOf<std::string>({{2, just(L.max_abs_qk)}, {1, just<std::string>("10")}, {1, just<std::string>("1")}});
+  const std::size_t bound_choice = draw.weighted({2, 1, 1});
+  std::string bound_qk = bound_choice == 0 ? L.max_abs_qk : bound_choice == 1 ? "10" : "1";
   if (compare_magnitude(bound_qk, L.max_abs_qk) > 0) bound_qk = L.max_abs_qk;
   const std::string& bound_v = L.max_abs_v;
   const std::string& bound_x = compare_magnitude(bound_qk, bound_v) <= 0 ? bound_qk : bound_v;
@@ -190,10 +263,10 @@ std::string draw_text(const GenOptions& options) {
                                        ? Structure::plain
                                        : structure;
     if (self_form) {
-      append_rows(text, draw_matrix(n, d_k, bound_x, fraction, qk_structure, decimals), d_k);
+      append_rows(text, draw_matrix(draw, n, d_k, bound_x, fraction, qk_structure, decimals), d_k);
     } else {
-      auto Q = draw_matrix(n, d_k, bound_qk, fraction, qk_structure, decimals);
-      auto K = draw_matrix(m, d_k, bound_qk, fraction, qk_structure, decimals);
+      auto Q = draw_matrix(draw, n, d_k, bound_qk, fraction, qk_structure, decimals);
+      auto K = draw_matrix(draw, m, d_k, bound_qk, fraction, qk_structure, decimals);
       if (structure == Structure::identical_keys) {
         for (std::size_t j = 1; j < m; ++j)
           std::copy_n(K.begin(), d_k, K.begin() + static_cast<std::ptrdiff_t>(j * d_k));
@@ -210,11 +283,11 @@ std::string draw_text(const GenOptions& options) {
       append_rows(text, Q, d_k);
       append_rows(text, K, d_k);
       append_rows(text,
-                  draw_matrix(m, d_v, bound_v, fraction,
+                  draw_matrix(draw, m, d_v, bound_v, fraction,
                               structure == Structure::huge_scores ? Structure::plain : structure, decimals),
                   d_v);
     }
-    if (mask_kind == "explicit") text += draw_mask(profile, n, m);
+    if (mask_kind == "explicit") text += draw_mask(draw, profile, n, m);
   }
   return text;
 }
@@ -271,14 +344,15 @@ Instance instance_from_text(const std::string& text, Problem problem, const Limi
 }
 
 rc::Gen<Instance> gen_instance(const GenOptions& options) {
-  return rc::gen::exec([options] { return instance_from_text(draw_text(options), options.problem, options.limits); });
+  return rc::gen::exec([options] {
+    RapidCheckChoices draw;
+    return instance_from_text(draw_text(draw, options), options.problem, options.limits);
+  });
 }
 
 Instance sample_instance(const GenOptions& options, std::uint64_t seed) {
-  // RapidCheck keeps the generation context of gen::exec in process-wide state: one at a time.
-  static std::mutex mutex;
-  std::lock_guard lock(mutex);
-  return gen_instance(options)(rc::Random(seed), rc::kNominalSize).value();
+  SeededChoices draw(seed);
+  return instance_from_text(draw_text(draw, options), options.problem, options.limits);
 }
 
 }  // namespace attn::verify
