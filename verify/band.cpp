@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "mpfr.hpp"
 
@@ -94,7 +95,7 @@ class ScaledBounds {
       // Both operands exact doubles: the quotient rounded to nearest is within half an ulp of the
       // exact one, so the next double outwards bounds it (a common case, and no MPFR division).
       const double quotient = mpz_get_d(z) / unit_double_;
-      return std::nextafter(quotient, mode == MPFR_RNDU ? HUGE_VAL : -HUGE_VAL);
+      return mode == MPFR_RNDU ? next_up(quotient) : next_down(quotient);
     }
     mpfr_set_z(value_.get(), z, mode);
     mpfr_div(value_.get(), value_.get(), unit, mode);
@@ -125,6 +126,32 @@ double divisor_bound(const ExactDivisor& divisor, mpfr_rnd_t mode) {
   return 1.0;
 }
 
+// What block_bands needs of the divisor and the dot products' decimal exponent: σ's bounds and the
+// 10^-e scaling. Every block of an instance shares them, so each thread keeps the last pair.
+struct BlockScaling {
+  ExactDivisor divisor;
+  long dot_exponent = 0;
+  double sigma_lo = 0, sigma_hi = 0;
+  ScaledBounds dots;
+
+  BlockScaling(const ExactDivisor& d, long exponent)
+      : divisor(d),
+        dot_exponent(exponent),
+        sigma_lo(divisor_bound(d, MPFR_RNDD)),
+        sigma_hi(divisor_bound(d, MPFR_RNDU)),
+        dots(exponent) {}
+  bool matches(const ExactDivisor& d, long exponent) const {
+    return dot_exponent == exponent && divisor.kind == d.kind && divisor.radicand == d.radicand &&
+           divisor.value.exponent == d.value.exponent && divisor.value.mantissa == d.value.mantissa;
+  }
+};
+
+BlockScaling& block_scaling(const ExactDivisor& divisor, long dot_exponent) {
+  thread_local std::optional<BlockScaling> last;
+  if (!last || !last->matches(divisor, dot_exponent)) last.emplace(divisor, dot_exponent);
+  return *last;
+}
+
 }  // namespace
 
 double gamma(std::size_t n) {
@@ -140,13 +167,13 @@ BlockBands block_bands(const ExactInstance& exact, const ExactBlock& block, cons
   if (k == 0) return bands;
   const double u = kUnitRoundoff;
   const Matrix& V = exact.instance->batch[block.batch].V;
-  const double sigma_lo = divisor_bound(exact.divisor, MPFR_RNDD);
-  const double sigma_hi = divisor_bound(exact.divisor, MPFR_RNDU);
+  BlockScaling& scaling = block_scaling(exact.divisor, block.dot_exponent);
+  const double sigma_lo = scaling.sigma_lo, sigma_hi = scaling.sigma_hi;
+  ScaledBounds& dots = scaling.dots;
 
   // Step 1 and the exact per-key quantities.
   std::vector<double> A(k), G_hi(k), G_lo(k), e(k);
   double E = 0, Phi = 0, max_v = 0;
-  ScaledBounds dots(block.dot_exponent);
   Integer gap;
   for (std::size_t t = 0; t < k; ++t) {
     mpz_sub(gap.backend().data(), block.group_dot[0].backend().data(), block.dot[t].backend().data());

@@ -1,5 +1,7 @@
 #include "checker.hpp"
 
+#include <cmath>
+
 #include "band.hpp"
 #include "exact.hpp"
 #include "mpfr.hpp"
@@ -18,9 +20,12 @@ class RangeFinder {
  public:
   explicit RangeFinder(int decimals) {
     mpfr_set_z(scale_.get(), power_of_ten(decimals).backend().data(), MPFR_RNDN);  // exact at 256 bits
+    // 10^k is an exact double for k <= 22 (5^22 < 2^53).
+    scale_double_ = decimals <= 22 ? mpfr_get_d(scale_.get(), MPFR_RNDN) : 0;
   }
 
   void find(const Interval& value, double band, Integer& lowest, Integer& highest) {
+    if (find_in_doubles(value, band, lowest, highest)) return;
     const mpfr_ptr x = x_.get();
     mpfr_set_d(x, value.lo, MPFR_RNDD);
     mpfr_sub_d(x, x, band, MPFR_RNDD);
@@ -35,7 +40,21 @@ class RangeFinder {
   }
 
  private:
+  // The same in doubles, each step rounded to nearest and moved one double outwards (so it still
+  // bounds the exact value) while every quantity stays below 2^50, where floor and ceil are exact
+  // and an integer converts to int64 exactly. False when out of that range.
+  bool find_in_doubles(const Interval& value, double band, Integer& lowest, Integer& highest) const {
+    if (scale_double_ == 0) return false;
+    const double low = next_down(next_down(next_down(value.lo - band) * scale_double_) - 0.5);
+    const double high = next_up(next_up(next_up(value.hi + band) * scale_double_) + 0.5);
+    if (!(std::fabs(low) < 0x1p50 && std::fabs(high) < 0x1p50)) return false;
+    lowest = static_cast<long long>(std::ceil(low));
+    highest = static_cast<long long>(std::floor(high));
+    return true;
+  }
+
   MpfrFloat x_{kRangeBits}, scale_{kRangeBits};
+  double scale_double_ = 0;  ///< 10^k when exact as a double, else 0
 };
 
 // Is the enclosure's midpoint, times 10^k, at or above `scaled`? Picks the nearer neighbour.

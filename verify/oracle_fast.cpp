@@ -63,15 +63,8 @@ namespace {
 // in [0, 1], and the only divisor, Σ n_g e^{t_g} · 10^e, is at least 1 (the top group's e^0 = 1).
 // The operators work on Interval itself, whose contract (lo <= exact <= hi) they keep.
 
-// The neighbouring double below / above a finite x, by its bit pattern (std::nextafter is a libm
-// call, and these run for every operation).
-double down(double x) {
-  if (!std::isfinite(x)) return std::nextafter(x, -HUGE_VAL);
-  if (x == 0) return -std::numeric_limits<double>::denorm_min();
-  const auto bits = std::bit_cast<std::uint64_t>(x);
-  return std::bit_cast<double>(x > 0 ? bits - 1 : bits + 1);
-}
-double up(double x) { return -down(-x); }
+double down(double x) { return next_down(x); }
+double up(double x) { return next_up(x); }
 
 Interval operator+(Interval a, Interval b) { return {down(a.lo + b.lo), up(a.hi + b.hi)}; }
 
@@ -79,6 +72,9 @@ Interval operator*(Interval a, Interval b) {
   const double p[] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
   return {down(std::min({p[0], p[1], p[2], p[3]})), up(std::max({p[0], p[1], p[2], p[3]}))};
 }
+
+// a · b for a.lo, b.lo >= 0 (products of exponentials): two products instead of four.
+Interval mul_nonnegative(Interval a, Interval b) { return {down(a.lo * b.lo), up(a.hi * b.hi)}; }
 
 // a / b for b.lo > 0.
 Interval operator/(Interval a, Interval b) {
@@ -212,11 +208,11 @@ bool fast_pass(const ExactInstance& exact, const ExactBlock& block, int decimals
       e[g] = {1, 1};
       unsigned long rest = mpz_get_ui(gap.backend().data());  // gap <= threshold < 2^64
       for (std::size_t l = 0; rest != 0; ++l, rest >>= 4) {
-        if ((rest & 15) != 0) e[g] = e[g] * table.digit(l, static_cast<unsigned>(rest & 15));
+        if ((rest & 15) != 0) e[g] = mul_nonnegative(e[g], table.digit(l, static_cast<unsigned>(rest & 15)));
       }
     }
     const auto size = static_cast<double>(block.group_size[g]);  // exact: far below 2^53
-    total = total + e[g] * Interval{size, size};
+    total = total + mul_nonnegative(e[g], Interval{size, size});
   }
   const Interval denominator = total * unit;
   for (std::size_t c : pending) {
