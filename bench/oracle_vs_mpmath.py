@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Whole-process time of `attncheck oracle` on a max AI006 case against an mpmath evaluation.
+
+The mpmath side is the cross-check's textbook formula at 80 significant digits
+(tests/verify/oracle_mpmath.py: exact_values, then rounding half-even to 4 decimals), on the same
+input; the attncheck side is the process from start to exit (reading, certifying, printing).
+Both run in this session, alternately, and the ratio of their medians is printed, so the figure
+holds on whatever machine runs it. The script also checks that both give the same answer.
+
+    /usr/bin/python3 bench/oracle_vs_mpmath.py build/release/attncheck [--input FILE] [--runs N]
+
+Without --input it asks the binary for `gen -p ai006 --profile max --seed 7` (n = 80, d = 16).
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "verify"))
+import oracle_mpmath  # noqa: E402  (the cross-check's evaluation: one formula, two uses)
+
+
+def parse_ai006(text):
+    lines = text.split("\n")
+    n, d = map(int, lines[0].split())
+    numbers = [line.split() for line in lines[1:1 + 3 * n]]
+    return n, d, [numbers[0:n], numbers[n:2 * n], numbers[2 * n:3 * n]]
+
+
+def mpmath_answer(text):
+    n, d, rows = parse_ai006(text)
+    values = oracle_mpmath.exact_values(n, d, 1, rows, None)
+    return "".join(" ".join(oracle_mpmath.rounded(x, 4)[0] for x in row) + "\n" for row in values)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("attncheck", help="the attncheck binary")
+    parser.add_argument("--input", help="an AI006 input file (default: gen's max profile, seed 7)")
+    parser.add_argument("--runs", type=int, default=5, help="runs of each side (default 5)")
+    args = parser.parse_args()
+    if args.input:
+        with open(args.input, encoding="ascii") as f:
+            text = f.read()
+    else:
+        text = subprocess.run([args.attncheck, "gen", "-p", "ai006", "--profile", "max", "--seed", "7"],
+                              check=True, capture_output=True, text=True).stdout
+    oracle_times, mpmath_times = [], []
+    for _ in range(args.runs):
+        start = time.perf_counter()
+        oracle = subprocess.run([args.attncheck, "oracle", "-p", "ai006"], input=text, check=True,
+                                capture_output=True, text=True).stdout
+        oracle_times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        reference = mpmath_answer(text)
+        mpmath_times.append(time.perf_counter() - start)
+    if oracle != reference:
+        print("oracle_vs_mpmath.py: the answers differ", file=sys.stderr)
+        return 1
+    oracle_median, mpmath_median = statistics.median(oracle_times), statistics.median(mpmath_times)
+    print(f"max AI006 (n=80, d=16), median of {args.runs}: attncheck oracle (whole process) "
+          f"{oracle_median * 1e3:.1f} ms, mpmath 80 digits {mpmath_median * 1e3:.1f} ms, "
+          f"ratio {mpmath_median / oracle_median:.1f}x; answers identical")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
