@@ -42,7 +42,7 @@ Limits campaign_limits(Problem problem) {
 template <typename Stage> StageResult timed(const std::string& name, const CampaignOptions& options, Stage&& stage) {
   if (options.log) options.log("stage " + name + " ...");
   const auto start = std::chrono::steady_clock::now();
-  StageResult result{name, true, 0, "", json::object()};
+  StageResult result{name, true, 0, "", json::object(), {}};
   stage(result);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (options.log) {
@@ -95,6 +95,7 @@ void properties_stage(const CampaignOptions& options, StageResult& result) {
   for (const PropertyOutcome& outcome : report.outcomes) {
     const std::string key = outcome.property + "/" + std::string(problem_name(outcome.problem));
     result.details[key] = outcome.passed ? json(outcome.cases) : json(outcome.failure);
+    result.runs.push_back({key, outcome.passed, outcome.seconds, outcome.failure});
     if (!outcome.passed) {
       ++failed;
       if (options.log) options.log("  " + key + " FAILED:\n" + outcome.failure);

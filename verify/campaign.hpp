@@ -22,6 +22,14 @@ struct CampaignOptions {
   std::function<void(const std::string&, int, int)> progress;  ///< stage, done, total (may be empty)
 };
 
+/// One run inside a stage that a CI report lists on its own (a property run).
+struct StageRun {
+  std::string name;  ///< e.g. "weights sum to 1/ai006"
+  bool passed = true;
+  double seconds = 0;
+  std::string message;  ///< the failure report (empty when passed)
+};
+
 /// One stage's outcome.
 struct StageResult {
   std::string name;
@@ -29,6 +37,7 @@ struct StageResult {
   double seconds = 0;
   std::string summary;  ///< one line
   nlohmann::json details;
+  std::vector<StageRun> runs;  ///< the stage's individual runs, when it has any
 };
 
 /// Everything the campaign found.

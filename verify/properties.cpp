@@ -2,6 +2,8 @@
 // properties_exact.cpp (no oracle needed) and properties_banded.cpp (checked against its band).
 #include "properties.hpp"
 
+#include <chrono>
+
 #include "property_support.hpp"
 #include "rapidcheck_runner.hpp"
 #include "result.hpp"
@@ -56,10 +58,12 @@ CheckReport check_implementation(const Implementation& implementation, const Che
   for (const Property& p : properties()) {
     for (Problem problem : options.problems) {
       const GenOptions gen = property_gen_options(problem);
+      const auto start = std::chrono::steady_clock::now();
       const RunOutcome run = run_property([&] { p.check(implementation, *gen_instance(gen)); }, settings);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       // Giving up (too many cases discarded by RC_PRE) passes on the cases it could run.
       const bool passed = run.verdict == RunVerdict::passed || run.verdict == RunVerdict::gave_up;
-      report.outcomes.push_back({p.name, problem, passed, run.cases, passed ? "" : run.message});
+      report.outcomes.push_back({p.name, problem, passed, run.cases, passed ? "" : run.message, seconds});
       if (options.stop_at_first_failure && !passed) return report;
     }
   }

@@ -45,6 +45,7 @@ struct PropertyOutcome {
   bool passed = false;                 ///< no case failed (a run that gave up on RC_PRE passes)
   int cases = 0;                       ///< cases run, including the failing one
   std::string failure;                 ///< RapidCheck's report: the counterexample and what failed
+  double seconds = 0;                  ///< wall time of the run
 };
 
 /// Everything check_implementation found.

@@ -8,9 +8,11 @@
 #include <memory>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "campaign.hpp"
 #include "common.hpp"
+#include "report_junit.hpp"
 #include "report_svg.hpp"
 
 namespace attn::cli {
@@ -22,6 +24,7 @@ struct VerifyFlags {
   bool quick = false;
   std::string source = ATTNCHECK_SOURCE_DIR;
   std::string reports = "reports";
+  std::string junit;  ///< also write JUnit XML here (empty: no)
 };
 
 // The folder this binary lives in: the build directory, next to the fuzz replay binaries.
@@ -67,8 +70,10 @@ int run_verify(const VerifyFlags& flags) {
   // A report that cannot be written fails the run: CI would otherwise publish a stale one.
   std::optional<Error> write_error;
   if (auto made = make_directories(flags.reports); !made) write_error = made.error();
-  for (const auto& [path, text] : {std::pair{json_path, json.dump(2) + "\n"},
-                                   std::pair{svg_path, verify::error_histogram_svg(report.error_ratios)}}) {
+  std::vector<std::pair<fs::path, std::string>> files = {{json_path, json.dump(2) + "\n"},
+                                                         {svg_path, verify::error_histogram_svg(report.error_ratios)}};
+  if (!flags.junit.empty()) files.emplace_back(flags.junit, verify::junit_xml(report, seconds));
+  for (const auto& [path, text] : files) {
     if (write_error) break;
     if (auto written = write_file(path.string(), text); !written) write_error = written.error();
   }
@@ -81,8 +86,8 @@ int run_verify(const VerifyFlags& flags) {
     std::printf("verify: FAILED (the reports could not be written)\n");
     return fail(*write_error, 1);
   }
-  std::printf("reports: %s, %s\nverify: %s\n", json_path.c_str(), svg_path.c_str(),
-              report.passed() ? "PASSED" : "FAILED");
+  std::printf("reports: %s, %s%s%s\nverify: %s\n", json_path.c_str(), svg_path.c_str(), flags.junit.empty() ? "" : ", ",
+              flags.junit.c_str(), report.passed() ? "PASSED" : "FAILED");
   return report.passed() ? 0 : 1;
 }
 
@@ -95,6 +100,8 @@ void register_verify(CLI::App& app, Commands& commands) {
   command->add_option("--source", flags->source, "source tree holding corpus/")->capture_default_str();
   command->add_option("--reports", flags->reports, "folder for verify.json and verify-error.svg")
       ->capture_default_str();
+  command->add_option("--junit", flags->junit,
+                      "also write a JUnit XML report here (a testcase per stage and per property run)");
   command->footer(
       "Stages: bundled samples certified; the property suite at campaign size; kernel versus oracle\n"
       "on generated cases (max and mean |error|/band); fuzz corpora replayed (plus 20 s of fuzzing per\n"
