@@ -65,10 +65,10 @@ template <class T> void BM_Flash(benchmark::State& state) {
   const bool causal = state.range(2) != 0;
   Inputs<T> in = make_inputs<T>(n, hd);
   attn::FlashOptions options;
-  options.mask = causal ? attn::MaskKind::causal : attn::MaskKind::none;
+  options.causal = causal ? attn::CausalAlignment::top_left : attn::CausalAlignment::none;
   options.scale_divisor = std::sqrt(static_cast<double>(hd));
   options.threads = static_cast<unsigned>(state.range(3));
-  const attn::FlashShape shape{1, kHeads, n, n, hd, hd};
+  const attn::FlashShape shape{1, kHeads, kHeads, n, n, hd, hd};
   double seconds = 0;
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
@@ -141,11 +141,11 @@ int peak_rss() {
   constexpr std::size_t n = 16384, hd = 64;
   Inputs<float> in = make_inputs<float>(n, hd);
   attn::FlashOptions options;
-  options.mask = attn::MaskKind::causal;
+  options.causal = attn::CausalAlignment::top_left;
   options.scale_divisor = 8;
   options.threads = 2;
-  const attn::KernelStatus status =
-      attn::flash_attention({1, kHeads, n, n, hd, hd}, std::span<const float>(in.Q), in.K, in.V, in.out, options);
+  const attn::KernelStatus status = attn::flash_attention({1, kHeads, kHeads, n, n, hd, hd},
+                                                          std::span<const float>(in.Q), in.K, in.V, in.out, options);
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   const double tensors = 4.0 * kHeads * n * hd * sizeof(float) / (1 << 20);

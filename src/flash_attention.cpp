@@ -4,6 +4,7 @@
 // always_inline into a target-specific entry, so the psABI notes about passing them do not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
+#include <algorithm>
 #include <atomic>
 #include <cfloat>
 #include <cmath>
@@ -62,27 +63,52 @@ bool holds(std::size_t size, std::initializer_list<std::size_t> factors) {
   return product(factors, expected) && size == expected;
 }
 
+// The strides of a mask of `size` values (see FlashOptions), false when it has no valid size.
+template <class E> bool mask_view(const FlashShape& sh, std::span<const E> mask, flash_detail::MaskView<E>& view) {
+  view = {};
+  if (mask.empty()) return true;
+  std::size_t matrix = 0;
+  if (!product({sh.n, sh.m}, matrix)) return false;
+  view.data = mask.data();
+  if (mask.size() == matrix) return true;
+  view.batch = matrix;
+  if (holds(mask.size(), {sh.batch, matrix})) return true;
+  view.batch = sh.q_heads * matrix, view.head = matrix;
+  return holds(mask.size(), {sh.batch, sh.q_heads, matrix});
+}
+
 template <class T> KernelStatus check(const FlashShape& sh, std::size_t q, std::size_t k, std::size_t v,
-                                      std::size_t out, const FlashOptions& opt) {
-  if (!holds(q, {sh.batch, sh.heads, sh.n, sh.head_dim_k}) || !holds(k, {sh.batch, sh.heads, sh.m, sh.head_dim_k}) ||
-      !holds(v, {sh.batch, sh.heads, sh.m, sh.head_dim_v}) || !holds(out, {sh.batch, sh.heads, sh.n, sh.head_dim_v}))
+                                      std::size_t out, const FlashOptions& opt, std::span<const T> bias) {
+  if (sh.kv_heads == 0 || sh.q_heads % sh.kv_heads != 0) return KernelStatus::bad_heads;
+  if (!holds(q, {sh.batch, sh.q_heads, sh.n, sh.head_dim_k}) ||
+      !holds(k, {sh.batch, sh.kv_heads, sh.m, sh.head_dim_k}) ||
+      !holds(v, {sh.batch, sh.kv_heads, sh.m, sh.head_dim_v}) ||
+      !holds(out, {sh.batch, sh.q_heads, sh.n, sh.head_dim_v}))
     return KernelStatus::size_mismatch;
-  if (opt.mask == MaskKind::explicit_mask && !holds(opt.mask_bits.size(), {sh.n, sh.m}) &&
-      !holds(opt.mask_bits.size(), {sh.batch, sh.n, sh.m}))
-    return KernelStatus::mask_size_mismatch;
+  flash_detail::MaskView<std::uint8_t> bits;
+  flash_detail::MaskView<T> values;
+  if (!mask_view(sh, opt.mask_bits, bits) || !mask_view(sh, bias, values)) return KernelStatus::mask_size_mismatch;
+  // !(x < inf) also catches NaN. One pass over the mask: far cheaper than the dot products.
+  if (std::any_of(bias.begin(), bias.end(), [](T x) { return !(x < std::numeric_limits<T>::infinity()); }))
+    return KernelStatus::bad_additive_mask;
   if (!opt.key_lengths.empty() &&
       (opt.key_lengths.size() != sh.batch ||
        std::any_of(opt.key_lengths.begin(), opt.key_lengths.end(), [&](std::size_t l) { return l > sh.m; })))
     return KernelStatus::bad_key_lengths;
-  if (!(std::isfinite(opt.scale_divisor) && opt.scale_divisor > 0)) return KernelStatus::bad_scale_divisor;
+  if (opt.scale) {
+    if (!std::isfinite(*opt.scale) || !std::isfinite(static_cast<T>(*opt.scale))) return KernelStatus::bad_scale;
+  } else if (!(std::isfinite(opt.scale_divisor) && opt.scale_divisor > 0)) {
+    return KernelStatus::bad_scale_divisor;
+  }
   if (opt.query_tile == 0 || opt.key_tile == 0) return KernelStatus::bad_tile;
   if (!simd_level_supported(opt.simd)) return KernelStatus::simd_unsupported;
   return KernelStatus::ok;
 }
 
 template <class T> KernelStatus run(const FlashShape& sh, std::span<const T> Q, std::span<const T> K,
-                                    std::span<const T> V, std::span<T> out, const FlashOptions& opt) {
-  if (const KernelStatus status = check<T>(sh, Q.size(), K.size(), V.size(), out.size(), opt);
+                                    std::span<const T> V, std::span<T> out, const FlashOptions& opt,
+                                    std::span<const T> bias) {
+  if (const KernelStatus status = check<T>(sh, Q.size(), K.size(), V.size(), out.size(), opt, bias);
       status != KernelStatus::ok)
     return status;
   const SimdLevel level = resolve(opt.simd);
@@ -90,17 +116,19 @@ template <class T> KernelStatus run(const FlashShape& sh, std::span<const T> Q, 
   Job<T> job;
   job.Q = Q.data(), job.K = K.data(), job.V = V.data(), job.out = out.data();
   job.shape = sh;
-  job.q = flash_detail::strides_of(opt.layout, sh.heads, sh.n, sh.head_dim_k);
-  job.k = flash_detail::strides_of(opt.layout, sh.heads, sh.m, sh.head_dim_k);
-  job.v = flash_detail::strides_of(opt.layout, sh.heads, sh.m, sh.head_dim_v);
-  job.o = flash_detail::strides_of(opt.layout, sh.heads, sh.n, sh.head_dim_v);
-  job.mask = opt.mask;
-  if (opt.mask == MaskKind::explicit_mask) {
-    job.bits = opt.mask_bits.data();
-    job.bits_batch_stride = opt.mask_bits.size() == sh.n * sh.m ? 0 : sh.n * sh.m;
-  }
+  job.q = flash_detail::strides_of(opt.layout, sh.q_heads, sh.n, sh.head_dim_k);
+  job.k = flash_detail::strides_of(opt.layout, sh.kv_heads, sh.m, sh.head_dim_k);
+  job.v = flash_detail::strides_of(opt.layout, sh.kv_heads, sh.m, sh.head_dim_v);
+  job.o = flash_detail::strides_of(opt.layout, sh.q_heads, sh.n, sh.head_dim_v);
+  job.causal = opt.causal;
   job.key_lengths = opt.key_lengths.empty() ? nullptr : opt.key_lengths.data();
-  job.inverse_scale = static_cast<T>(1.0 / opt.scale_divisor);
+  (void)mask_view(sh, opt.mask_bits, job.bits);  // sizes checked above
+  (void)mask_view(sh, bias, job.bias);
+  // The scale in T: the caller's multiplier converted once, or fl(1/divisor) (flash_error_bound).
+  const T scale = opt.scale ? static_cast<T>(*opt.scale) : static_cast<T>(1.0 / opt.scale_divisor);
+  job.scaled_scores = !bias.empty() || !(scale > 0);
+  job.score_scale = job.scaled_scores ? scale : T(1);
+  job.exp_scale = job.scaled_scores ? T(1) : scale;
   // Tiles never exceed the problem, so a huge tile option cannot size a huge scratch buffer.
   job.query_tile = std::min(opt.query_tile, std::max<std::size_t>(sh.n, 1));
   job.key_tile = flash_detail::round_up(std::min(opt.key_tile, std::max<std::size_t>(sh.m, 1)), tile);
@@ -146,13 +174,15 @@ template <class T> KernelStatus exp_run(std::span<const T> x, std::span<T> out, 
 }  // namespace
 
 KernelStatus flash_attention(const FlashShape& shape, std::span<const float> Q, std::span<const float> K,
-                             std::span<const float> V, std::span<float> out, const FlashOptions& options) {
-  return run<float>(shape, Q, K, V, out, options);
+                             std::span<const float> V, std::span<float> out, const FlashOptions& options,
+                             std::span<const float> additive_mask) {
+  return run<float>(shape, Q, K, V, out, options, additive_mask);
 }
 
 KernelStatus flash_attention(const FlashShape& shape, std::span<const double> Q, std::span<const double> K,
-                             std::span<const double> V, std::span<double> out, const FlashOptions& options) {
-  return run<double>(shape, Q, K, V, out, options);
+                             std::span<const double> V, std::span<double> out, const FlashOptions& options,
+                             std::span<const double> additive_mask) {
+  return run<double>(shape, Q, K, V, out, options, additive_mask);
 }
 
 SimdLevel best_simd_level() {

@@ -1,15 +1,17 @@
 // The fast production kernel: batched multi-head attention in fp32 or fp64 by tiled online
 // softmax (running max and sum, rescaled accumulators, no n x m buffer), SIMD with runtime
-// dispatch and threads over (batch, head, query block). The judge path keeps the simple double
-// kernel in attention.hpp; this one is checked against it and against the oracle.
+// dispatch and threads over (batch, head, query block), with the semantics of PyTorch's
+// scaled_dot_product_attention (GQA, causal top-left or bottom-right, boolean and additive masks,
+// a scale multiplier) plus key padding. The judge path keeps the simple double kernel in
+// attention.hpp; this one is checked against it and certified against the oracle.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "kernel_status.hpp"
-#include "problem.hpp"
 
 namespace attn {
 
@@ -19,33 +21,47 @@ enum class TensorLayout { batch_head_seq, batch_seq_head };
 /// Instruction set of the inner loops. `automatic` picks the widest the CPU supports.
 enum class SimdLevel { automatic, baseline, avx2, avx512 };
 
+/// Which keys a causal mask keeps for query i of n (m keys): none; top_left, j <= i (PyTorch's
+/// is_causal); bottom_right, j <= i + m - n (FlashAttention >= 2.1; with n > m the first n - m
+/// queries see no key).
+enum class CausalAlignment { none, top_left, bottom_right };
+
 /// Sizes of one batched call: n queries and m keys per batch item, per-head widths of Q/K and V.
+/// Grouped-query attention: q_heads = G·kv_heads, query head h reads key/value head h / G.
 struct FlashShape {
-  std::size_t batch = 1, heads = 1, n = 0, m = 0, head_dim_k = 0, head_dim_v = 0;
+  std::size_t batch = 1, q_heads = 1, kv_heads = 1, n = 0, m = 0, head_dim_k = 0, head_dim_v = 0;
 };
 
-/// Mask, scale, tiling and threading of one call.
+/// Masks, scale, tiling and threading of one call. Key j takes part in query i of batch item b and
+/// head h unless key padding, the causal rule, mask_bits or the additive mask excludes it; a mask
+/// (mask_bits or the additive mask argument) holds n·m values (one for every item and head),
+/// B·n·m (one per batch item) or B·Hq·n·m (one per item and query head), row-major [.., i, j].
 struct FlashOptions {
   TensorLayout layout = TensorLayout::batch_head_seq;
-  MaskKind mask = MaskKind::none;            ///< causal means key j is visible to query i iff j <= i
-  std::span<const std::uint8_t> mask_bits;   ///< explicit: n x m (shared) or B x n x m, 0 = masked
+  CausalAlignment causal = CausalAlignment::none;
+  std::span<const std::uint8_t> mask_bits;   ///< empty (no boolean mask) or a mask as above, 0 = excluded
   std::span<const std::size_t> key_lengths;  ///< key padding: item b sees only j < key_lengths[b]
-  double scale_divisor = 1.0;                ///< scores are Q·Kᵀ / scale_divisor (> 0)
+  double scale_divisor = 1.0;                ///< scores are Q·Kᵀ / scale_divisor (> 0) unless `scale` is set
+  std::optional<double> scale;               ///< PyTorch's multiplier: scores are (Q·Kᵀ)·scale (finite, any sign),
+                                             ///< converted once to the kernel's precision
   std::size_t query_tile = 128;              ///< queries per work item (128: fastest at n = 2048, hd = 64)
   std::size_t key_tile = 64;                 ///< keys per online step, rounded up to the SIMD tile
   unsigned threads = 1;                      ///< 0 = std::thread::hardware_concurrency()
   SimdLevel simd = SimdLevel::automatic;
 };
 
-/// out = softmax(mask(Q·Kᵀ / scale_divisor)) · V per batch item and head, in fp32. A query row
-/// with no visible key is exactly +0.0. Results do not depend on the thread count (bitwise).
+/// out = softmax(Q·Kᵀ·scale + additive_mask, masked) · V per batch item and query head, in fp32
+/// (scale = 1 / scale_divisor unless options.scale is set). additive_mask is empty or a mask as in
+/// FlashOptions, added to the scaled scores; -inf excludes the key, NaN and +inf are refused. A query
+/// row with no key taking part is exactly +0.0. Results do not depend on the thread count (bitwise).
 [[nodiscard]] KernelStatus flash_attention(const FlashShape& shape, std::span<const float> Q, std::span<const float> K,
-                                           std::span<const float> V, std::span<float> out, const FlashOptions& options);
+                                           std::span<const float> V, std::span<float> out, const FlashOptions& options,
+                                           std::span<const float> additive_mask = {});
 
 /// The same in fp64.
 [[nodiscard]] KernelStatus flash_attention(const FlashShape& shape, std::span<const double> Q,
                                            std::span<const double> K, std::span<const double> V, std::span<double> out,
-                                           const FlashOptions& options);
+                                           const FlashOptions& options, std::span<const double> additive_mask = {});
 
 /// The widest SimdLevel this CPU runs.
 [[nodiscard]] SimdLevel best_simd_level();
@@ -81,7 +97,9 @@ struct FlashBoundTerms {
 };
 
 /// A-priori bound on |computed - exact| for one output value of the fast path in precision T
-/// (float or double), for inputs exactly representable in T. Rigorous under the standard model
+/// (float or double), for inputs exactly representable in T, for calls without an additive mask
+/// and with a positive scale (the path that shifts raw dot products; the tensor band of verify/
+/// covers every call). Rigorous under the standard model
 /// of floating-point arithmetic plus kKernelExpUlps; the derivation is in flash_attention.cpp.
 template <class T> [[nodiscard]] double flash_error_bound(const FlashBoundTerms& terms);
 

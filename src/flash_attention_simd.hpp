@@ -115,6 +115,16 @@ inline Strides strides_of(TensorLayout layout, std::size_t heads, std::size_t ro
   return {rows * heads * dim, dim, heads * dim};
 }
 
+// A mask argument (bits or additive values) as rows of m keys: row (b, h, i) starts at
+// b·batch + h·head + i·m; a stride is 0 where the mask is shared (see FlashOptions).
+template <class E> struct MaskView {
+  const E* data = nullptr;
+  std::size_t batch = 0, head = 0;
+  const E* row(std::size_t b, std::size_t h, std::size_t i, std::size_t m) const {
+    return data == nullptr ? nullptr : data + b * batch + h * head + i * m;
+  }
+};
+
 template <class T> struct Job {
   const T* Q = nullptr;
   const T* K = nullptr;
@@ -122,15 +132,32 @@ template <class T> struct Job {
   T* out = nullptr;
   FlashShape shape;
   Strides q, k, v, o;
-  MaskKind mask = MaskKind::none;
-  const std::uint8_t* bits = nullptr;
-  std::size_t bits_batch_stride = 0;  // 0: one n x m mask for every batch item
+  CausalAlignment causal = CausalAlignment::none;
   const std::size_t* key_lengths = nullptr;
-  T inverse_scale = 1;
+  MaskView<std::uint8_t> bits;
+  MaskView<T> bias;
+  // Two ways to form exp's argument. Raw (positive scale, no bias): the running max is over raw
+  // dot products and the argument is (dot - max)·scale. Scaled (a bias, or a scale <= 0, where
+  // the raw max is not the max score): scores dot·scale + bias are formed first, the max is over
+  // them and the argument is score - max (exp_scale = 1, an exact multiplication).
+  bool scaled_scores = false;
+  T score_scale = 1;                         // the scale, applied before the max (scaled form)
+  T exp_scale = 1;                           // the scale, applied to the difference (raw form); 1 in the scaled form
   std::size_t query_tile = 0, key_tile = 0;  // key_tile is a multiple of the micro-tile width
   std::size_t head_dim_v_padded = 0;         // a multiple of the micro-tile width
-  std::size_t items() const { return shape.batch * shape.heads * ((shape.n + query_tile - 1) / query_tile); }
+  std::size_t items() const { return shape.batch * shape.q_heads * ((shape.n + query_tile - 1) / query_tile); }
 };
+
+// Keys j < key_end(job, b, i) can take part in query i of batch item b: key padding and the causal
+// rule, decided here and nowhere else (the masks then exclude single keys). Top-left keeps
+// j <= i, bottom-right j <= i + m - n, written j + n < i + 1 + m so nothing goes negative.
+template <class T> ATTN_INLINE std::size_t key_end(const Job<T>& job, std::size_t b, std::size_t i) {
+  const std::size_t padded = job.key_lengths != nullptr ? job.key_lengths[b] : job.shape.m;
+  if (job.causal == CausalAlignment::none) return padded;
+  const bool bottom_right = job.causal == CausalAlignment::bottom_right;
+  const std::size_t last = i + 1 + (bottom_right ? job.shape.m : 0), shift = bottom_right ? job.shape.n : 0;
+  return std::min(padded, last > shift ? last - shift : 0);
+}
 
 // Register tile of both products: kRows query rows x kVectors SIMD vectors (8 accumulators; AVX2
 // has 16 registers, so loads and the broadcast fit beside them).
@@ -209,14 +236,22 @@ template <class T, int W> struct Core {
     }
   }
 
-  // Online softmax step for one row: masks scores[jj] for jj >= limit (and explicit zeros), turns
-  // them into exp((s - new max)/τ) and returns the factor α = exp((old max - new max)/τ) that
-  // rescales what the row accumulated so far. A row with nothing visible in this tile: weights 0,
-  // α = 1, running state untouched (so a fully masked row keeps sum 0 and no -inf - -inf).
+  // Online softmax step for one row: masks scores[jj] for jj >= limit (and excluded keys of the
+  // masks), turns them into exp(argument) (see Job) and returns the factor α that rescales what
+  // the row accumulated so far. A row with nothing taking part in this tile: weights 0, α = 1,
+  // running state untouched (so a fully masked row keeps sum 0 and no -inf - -inf).
   ATTN_INLINE static T online_step(const Job<T>& job, T* scores, std::size_t cols, std::size_t limit,
-                                   const std::uint8_t* bits, T& row_max, T& row_sum) {
+                                   const std::uint8_t* bits, const T* bias, T& row_max, T& row_sum) {
     constexpr T minus_inf = -std::numeric_limits<T>::infinity();
     std::fill(scores + limit, scores + cols, minus_inf);
+    if (job.scaled_scores) {
+      // Before the bits: a 0 scale must not meet an excluded key's -inf.
+      const T scale = job.score_scale;
+      if (bias != nullptr)
+        for (std::size_t jj = 0; jj < limit; ++jj) scores[jj] = scores[jj] * scale + bias[jj];
+      else
+        for (std::size_t jj = 0; jj < limit; ++jj) scores[jj] = scores[jj] * scale;
+    }
     if (bits != nullptr)
       for (std::size_t jj = 0; jj < limit; ++jj) scores[jj] = bits[jj] != 0 ? scores[jj] : minus_inf;
     V top = splat<V>(minus_inf);
@@ -231,9 +266,8 @@ template <class T, int W> struct Core {
       return T(1);
     }
     const T new_max = std::max(row_max, tile_max);
-    const T alpha =
-        row_max == new_max ? T(1) : vector_exp<T, V, I>(splat<V>((row_max - new_max) * job.inverse_scale))[0];
-    const V shift = splat<V>(new_max), scale = splat<V>(job.inverse_scale);
+    const T alpha = row_max == new_max ? T(1) : vector_exp<T, V, I>(splat<V>((row_max - new_max) * job.exp_scale))[0];
+    const V shift = splat<V>(new_max), scale = splat<V>(job.exp_scale);
     V sum{};
     for (std::size_t jj = 0; jj < cols; jj += W) {
       const V p = vector_exp<T, V, I>((load<V>(scores + jj) - shift) * scale);
@@ -271,37 +305,38 @@ template <class T, int W> struct Core {
     }
   }
 
-  // One work item: batch b, head h, query rows [i0, i0 + rows). Heavy items (late query blocks,
-  // which see the most keys under a causal mask) come first so threads finish together.
+  // One work item: batch b, query head h, query rows [i0, i0 + rows). Heavy items (late query
+  // blocks, which see the most keys under a causal mask) come first so threads finish together.
   ATTN_INLINE static void run_item(const Job<T>& job, std::size_t item, Scratch<T>& s) {
     const FlashShape& sh = job.shape;
-    const std::size_t heads_total = sh.batch * sh.heads;
+    const std::size_t heads_total = sh.batch * sh.q_heads;
     const std::size_t blocks = (sh.n + job.query_tile - 1) / job.query_tile;
-    const std::size_t block = blocks - 1 - item / heads_total, b = item % heads_total / sh.heads, h = item % sh.heads;
+    const std::size_t block = blocks - 1 - item / heads_total, b = item % heads_total / sh.q_heads,
+                      h = item % sh.q_heads, kv_head = h / (sh.q_heads / sh.kv_heads);
     const std::size_t i0 = block * job.query_tile, rows = std::min(job.query_tile, sh.n - i0);
     const T* q = job.Q + b * job.q.batch + h * job.q.head + i0 * job.q.row;
-    const T* k = job.K + b * job.k.batch + h * job.k.head;
-    const T* v = job.V + b * job.v.batch + h * job.v.head;
-    const bool causal = job.mask == MaskKind::causal;
-    std::size_t key_end = job.key_lengths != nullptr ? job.key_lengths[b] : sh.m;
-    if (causal) key_end = std::min(key_end, i0 + rows);  // row i sees j <= i
+    const T* k = job.K + b * job.k.batch + kv_head * job.k.head;
+    const T* v = job.V + b * job.v.batch + kv_head * job.v.head;
+    const std::size_t block_end = key_end(job, b, i0 + rows - 1);  // key_end grows with i
     const std::size_t dvp = job.head_dim_v_padded, rows_padded = round_up(rows, kRows);
     std::fill(s.acc, s.acc + rows_padded * dvp, T(0));
     std::fill(s.row_max, s.row_max + rows_padded, -std::numeric_limits<T>::infinity());
     std::fill(s.row_sum, s.row_sum + rows_padded, T(0));
 
-    for (std::size_t j0 = 0; j0 < key_end; j0 += job.key_tile) {
-      const std::size_t cols = std::min(job.key_tile, key_end - j0);
+    for (std::size_t j0 = 0; j0 < block_end; j0 += job.key_tile) {
+      const std::size_t cols = std::min(job.key_tile, block_end - j0);
       pack(job, k + j0 * job.k.row, v + j0 * job.v.row, cols, s);
       for (std::size_t r0 = 0; r0 < rows; r0 += kRows) {
         const std::size_t group = std::min(kRows, rows - r0);
-        if (causal && j0 > i0 + r0 + group - 1) continue;  // the whole tile is in these rows' future
+        if (j0 >= key_end(job, b, i0 + r0 + group - 1)) continue;  // no key of the tile for these rows
         const T* q_rows[kRows];
         std::size_t limit[kRows] = {}, group_cols = 0;
         for (std::size_t r = 0; r < kRows; ++r) {
           q_rows[r] = q + std::min(r0 + r, rows - 1) * job.q.row;  // padding rows repeat a real one
-          const std::size_t i = i0 + r0 + r;
-          if (r < group) limit[r] = !causal ? cols : i < j0 ? 0 : std::min(cols, i + 1 - j0);
+          if (r < group) {
+            const std::size_t end = key_end(job, b, i0 + r0 + r);
+            limit[r] = end > j0 ? std::min(cols, end - j0) : 0;
+          }
           group_cols = std::max(group_cols, limit[r]);
         }
         const std::size_t score_cols = round_up(group_cols, kTile);
@@ -309,10 +344,10 @@ template <class T, int W> struct Core {
         T alpha[kRows];
         for (std::size_t r = 0; r < kRows; ++r) {
           const std::size_t i = i0 + r0 + r;
-          const std::uint8_t* bits =
-              job.bits != nullptr && r < group ? job.bits + b * job.bits_batch_stride + i * sh.m + j0 : nullptr;
-          alpha[r] = online_step(job, s.scores + r * job.key_tile, score_cols, limit[r], bits, s.row_max[r0 + r],
-                                 s.row_sum[r0 + r]);
+          const std::uint8_t* bits = r < group ? job.bits.row(b, h, i, sh.m) : nullptr;
+          const T* bias = r < group ? job.bias.row(b, h, i, sh.m) : nullptr;
+          alpha[r] = online_step(job, s.scores + r * job.key_tile, score_cols, limit[r], bits ? bits + j0 : nullptr,
+                                 bias ? bias + j0 : nullptr, s.row_max[r0 + r], s.row_sum[r0 + r]);
         }
         accumulate(job, alpha, group_cols, s.acc + r0 * dvp, s);
       }
@@ -320,7 +355,7 @@ template <class T, int W> struct Core {
     // out = acc / sum. A row that saw no key has sum 0 and is written as exactly +0.0.
     T* o = job.out + b * job.o.batch + h * job.o.head + i0 * job.o.row;
     for (std::size_t r = 0; r < rows; ++r) {
-      const T total = s.row_sum[r];
+      const T total = s.row_sum[r];  // >= 1 when a key took part: the max's own exp is 1
       for (std::size_t c = 0; c < sh.head_dim_v; ++c)
         o[r * job.o.row + c] = total > 0 ? s.acc[r * dvp + c] / total : T(0);
     }

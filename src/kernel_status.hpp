@@ -8,10 +8,12 @@ namespace attn {
 enum class KernelStatus {
   ok,
   size_mismatch,       ///< a Q/K/V/out/weights span does not hold what the shape says
-  mask_size_mismatch,  ///< explicit mask bits are neither n·m nor (batched kernels) B·n·m
+  mask_size_mismatch,  ///< a mask is neither n·m nor (batched kernels) B·n·m or B·H·n·m values
   bad_key_lengths,     ///< key_lengths is neither empty nor B entries each <= m
   bad_scale_divisor,   ///< not finite and positive
-  bad_heads,           ///< no heads, or h does not divide d_k and d_v
+  bad_scale,           ///< a scale multiplier that is not finite
+  bad_additive_mask,   ///< an additive mask value is NaN or +inf
+  bad_heads,           ///< no heads, h does not divide d_k and d_v, or (GQA) kv heads do not divide q heads
   bad_tile,            ///< a tile size of zero
   simd_unsupported,    ///< the requested SimdLevel is not available on this CPU
 };

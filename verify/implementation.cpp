@@ -65,13 +65,14 @@ Solution FlashKernel::run(const Instance& instance) const {
     V.insert(V.end(), item.V.values.begin(), item.V.values.end());
     mask.insert(mask.end(), item.mask.begin(), item.mask.end());
   }
-  const FlashShape shape{
-      instance.batch.size(),        instance.heads, instance.n, instance.m, instance.d_k / instance.heads,
-      instance.d_v / instance.heads};
+  FlashShape shape;
+  shape.batch = instance.batch.size(), shape.q_heads = shape.kv_heads = instance.heads;
+  shape.n = instance.n, shape.m = instance.m;
+  shape.head_dim_k = instance.d_k / instance.heads, shape.head_dim_v = instance.d_v / instance.heads;
   FlashOptions options;
   options.layout = TensorLayout::batch_seq_head;
-  options.mask = instance.mask;
-  options.mask_bits = mask;
+  if (instance.mask == MaskKind::causal) options.causal = CausalAlignment::top_left;
+  if (instance.mask == MaskKind::explicit_mask) options.mask_bits = mask;  // B x n x m
   options.scale_divisor = instance.scale_divisor();
   options.key_tile = key_tile_;
   options.query_tile = query_tile_;

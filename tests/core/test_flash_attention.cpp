@@ -176,10 +176,11 @@ TEST_P(EverySimdLevel, MultiTileRowsWithinTheBoundForEveryMaskAndPrecision) {
     const std::size_t m = *rc::gen::inRange<std::size_t>(kWidestTile + 1, 3 * kWidestTile);
     const std::size_t n = *rc::gen::inRange<std::size_t>(1, m + 1);
     const auto mask = *rc::gen::element(MaskKind::none, MaskKind::causal, MaskKind::explicit_mask);
-    const FlashShape shape{*rc::gen::inRange<std::size_t>(1, 3),  *rc::gen::inRange<std::size_t>(1, 3), n, m,
-                           *rc::gen::inRange<std::size_t>(1, 20), *rc::gen::inRange<std::size_t>(1, 20)};
+    const Sizes shape{*rc::gen::inRange<std::size_t>(1, 3),  *rc::gen::inRange<std::size_t>(1, 3), n, m,
+                      *rc::gen::inRange<std::size_t>(1, 20), *rc::gen::inRange<std::size_t>(1, 20)};
     Case c = random_case(shape, mask, *rc::gen::arbitrary<std::uint32_t>());
     c.options.simd = level;
+    c.alignment = *rc::gen::element(CausalAlignment::top_left, CausalAlignment::bottom_right);
     c.options.layout = *rc::gen::element(TensorLayout::batch_head_seq, TensorLayout::batch_seq_head);
     c.options.key_tile = *rc::gen::inRange<std::size_t>(1, kWidestTile + 1);
     c.options.query_tile = *rc::gen::inRange<std::size_t>(1, 30);
@@ -259,18 +260,42 @@ TEST(FlashAttention, RefusesInconsistentArguments) {
   EXPECT_EQ(status(o), KernelStatus::bad_scale_divisor);
   o = c.options, o.key_tile = 0;
   EXPECT_EQ(status(o), KernelStatus::bad_tile);
+  o = c.options, o.scale = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(status(o), KernelStatus::bad_scale);
+  o = c.options, o.scale = 0.0;  // a zero multiplier is PyTorch-legal: uniform weights
+  EXPECT_EQ(status(o), KernelStatus::ok);
+  const std::vector<float> Qf(8), Kf(8), Vf(8);
+  std::vector<float> outf(8);
+  o = c.options, o.scale = 1e300;  // finite in fp64, not in fp32
+  EXPECT_EQ(flash_attention(c.shape, std::span<const float>(Qf), Kf, Vf, outf, o), KernelStatus::bad_scale);
+  auto with_bias = [&](std::vector<double> bias) {
+    return flash_attention(c.shape, std::span<const double>(c.Q), c.K, c.V, out, c.options, bias);
+  };
+  EXPECT_EQ(with_bias(std::vector<double>(16, 0.0)), KernelStatus::ok);
+  EXPECT_EQ(with_bias(std::vector<double>(15, 0.0)), KernelStatus::mask_size_mismatch);
+  std::vector<double> bias(16, -INFINITY);
+  EXPECT_EQ(with_bias(bias), KernelStatus::ok);  // every key excluded: zero rows
+  bias[3] = INFINITY;
+  EXPECT_EQ(with_bias(bias), KernelStatus::bad_additive_mask);
+  bias[3] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(with_bias(bias), KernelStatus::bad_additive_mask);
+  for (auto [q_heads, kv_heads] : {std::pair<std::size_t, std::size_t>{1, 0}, {3, 2}}) {
+    FlashShape shape = c.shape;
+    shape.q_heads = q_heads, shape.kv_heads = kv_heads;
+    EXPECT_EQ(flash_attention(shape, std::span<const double>(c.Q), c.K, c.V, out, c.options), KernelStatus::bad_heads);
+  }
   o = c.options;
   EXPECT_EQ(status(o), KernelStatus::ok);
 }
 
 template <class T> void expect_zero_keys_give_positive_zero(SimdLevel level) {
-  const FlashShape shape{2, 2, 5, 0, 4, 3};  // five queries, no key at all
+  const FlashShape shape{2, 2, 2, 5, 0, 4, 3};  // five queries, no key at all
   const std::vector<T> Q(2 * 2 * 5 * 4, T(1));
   std::vector<T> out(2 * 2 * 5 * 3, T(-1));
   FlashOptions options;
   options.simd = level;
-  for (MaskKind mask : {MaskKind::none, MaskKind::causal}) {
-    options.mask = mask;
+  for (CausalAlignment causal : {CausalAlignment::none, CausalAlignment::top_left, CausalAlignment::bottom_right}) {
+    options.causal = causal;
     ASSERT_EQ(flash_attention(shape, std::span<const T>(Q), {}, {}, out, options), KernelStatus::ok);
     for (T x : out) EXPECT_TRUE(x == 0 && !std::signbit(x)) << level_name(level);
   }
@@ -288,9 +313,109 @@ TEST(FlashAttention, ZeroQueriesAreOkAndWriteNothing) {
   for (SimdLevel level : supported_levels()) {
     FlashOptions options;
     options.simd = level;
-    EXPECT_EQ(flash_attention({1, 1, 0, 6, 4, 2}, std::span<const float>(), K, V, std::span<float>(), options),
+    EXPECT_EQ(flash_attention({1, 1, 1, 0, 6, 4, 2}, std::span<const float>(), K, V, std::span<float>(), options),
               KernelStatus::ok);
   }
+}
+
+// ---- PyTorch's semantics: GQA, bottom-right causal, additive masks, the scale multiplier. Each
+// is checked against the simple kernel's bound or, where the arithmetic is provably the same, as
+// identical bits; tests/verify/test_tensor_flash.cpp certifies them against the oracle.
+
+TEST(FlashSemantics, BottomRightCausalWithinTheBoundForEveryShape) {
+  for (auto [n, m] : {std::pair<std::size_t, std::size_t>{9, 70}, {70, 9}, {37, 37}, {33, 1}}) {
+    Case c = random_case({2, 2, n, m, 12, 20}, MaskKind::causal, /*seed=*/n * 10 + m);
+    c.alignment = CausalAlignment::bottom_right;
+    c.key_lengths = {m, m / 2};
+    c.options.key_tile = 16, c.options.query_tile = 8;
+    expect_within_bound<float>(c);
+    expect_within_bound<double>(c);
+  }
+}
+
+// Q, K, V of a Case in [B, H, n, d] as T, K and V given kv_heads heads (head h of a Case stands
+// for itself; GQA reads kv head h / G, so the Case's K/V head g·G stands for kv head g).
+template <class T> std::vector<T> head_major(const std::vector<double>& v, const FlashShape& s, std::size_t rows,
+                                             std::size_t d, std::size_t heads, std::size_t stride) {
+  const std::vector<double> laid = permute(v, s, rows, d, false);
+  std::vector<T> out;
+  for (std::size_t b = 0; b < s.batch; ++b)
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t k = 0; k < rows * d; ++k)
+        out.push_back(static_cast<T>(laid[((b * s.q_heads + h * stride) * rows) * d + k]));
+  return out;
+}
+
+TEST(FlashSemantics, GroupedQueryAttentionEqualsRepeatedKeyValueHeads) {
+  Case c = random_case({2, 6, 21, 34, 8, 5}, MaskKind::causal, /*seed=*/12);
+  c.alignment = CausalAlignment::bottom_right;
+  const std::size_t group = 3, kv_heads = 2;
+  // The Case's K/V heads become copies of heads 0 and 3, so plain multi-head attention over them
+  // is what GQA over kv heads {0, 3} must compute, bit for bit.
+  for (auto* v : {&c.K, &c.V}) {
+    const std::size_t d = v == &c.K ? 8 : 5;
+    for (std::size_t b = 0; b < 2; ++b)
+      for (std::size_t j = 0; j < 34; ++j)
+        for (std::size_t h = 0; h < 6; ++h)
+          for (std::size_t k = 0; k < d; ++k)
+            (*v)[((b * 34 + j) * 6 + h) * d + k] = (*v)[((b * 34 + j) * 6 + h / group * group) * d + k];
+  }
+  const std::vector<float> full = run_fast<float>(c);  // [B, n, H, dv]
+  const std::vector<float> Q = head_major<float>(c.Q, c.shape, 21, 8, 6, 1);
+  const std::vector<float> K = head_major<float>(c.K, c.shape, 34, 8, kv_heads, group);
+  const std::vector<float> V = head_major<float>(c.V, c.shape, 34, 5, kv_heads, group);
+  FlashShape gqa = c.shape;
+  gqa.kv_heads = kv_heads;
+  FlashOptions options;  // run_fast's options, but for the layout
+  options.causal = CausalAlignment::bottom_right;
+  options.scale_divisor = c.options.scale_divisor;
+  std::vector<float> out(full.size());
+  ASSERT_EQ(flash_attention(gqa, std::span<const float>(Q), K, V, out, options), KernelStatus::ok);
+  EXPECT_EQ(permute(out, c.shape, 21, 5, true), full);
+}
+
+TEST(FlashSemantics, AdditiveZerosAndMinusInfinityEqualTheBooleanMask) {
+  // With a power-of-two scale the scaled scores are exact, so shifting them by the max gives the
+  // same bits as shifting the raw dot products: the additive path must agree exactly.
+  Case c = random_case({2, 3, 19, 41, 8, 8}, MaskKind::explicit_mask, /*seed=*/13);
+  c.options.scale_divisor = 4;
+  c.options.key_tile = 16;
+  const std::vector<double> with_bits = run_fast<double>(c);
+  std::vector<double> bias(c.mask.size());
+  for (std::size_t k = 0; k < bias.size(); ++k) bias[k] = c.mask[k] ? 0.0 : -INFINITY;
+  // Per item and head ([B, H, n, m]): the [B, n, m] mask repeated over heads.
+  std::vector<double> per_head;
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t h = 0; h < 3; ++h) per_head.insert(per_head.end(), &bias[b * 19 * 41], &bias[(b + 1) * 19 * 41]);
+  const std::vector<double> Q = head_major<double>(c.Q, c.shape, 19, 8, 3, 1),
+                            K = head_major<double>(c.K, c.shape, 41, 8, 3, 1),
+                            V = head_major<double>(c.V, c.shape, 41, 8, 3, 1);
+  FlashOptions options;
+  options.scale = 0.25;
+  options.key_tile = 16;
+  for (const std::vector<double>* mask : {&bias, &per_head}) {
+    std::vector<double> out(with_bits.size());
+    ASSERT_EQ(flash_attention(c.shape, std::span<const double>(Q), K, V, out, options, *mask), KernelStatus::ok);
+    EXPECT_EQ(permute(out, c.shape, 19, 8, true), with_bits);
+  }
+}
+
+TEST(FlashSemantics, NegativeScaleEqualsNegatedKeys) {
+  Case c = random_case({1, 2, 30, 50, 8, 4}, MaskKind::causal, /*seed=*/14);
+  c.options.scale = 0.125;
+  const std::vector<float> positive = run_fast<float>(c);
+  for (double& k : c.K) k = -k;
+  c.options.scale = -0.125;  // (-q·k)·(-1/8) = (q·k)/8, exactly, in every rounding
+  EXPECT_EQ(run_fast<float>(c), positive);
+}
+
+TEST(FlashSemantics, ScaleMultiplierOfAPowerOfTwoEqualsTheDivisor) {
+  Case c = random_case({2, 2, 25, 25, 16, 16}, MaskKind::none, /*seed=*/15);
+  c.options.scale_divisor = 4;
+  const std::vector<double> divided = run_fast<double>(c);
+  c.options.scale = 0.25;
+  c.options.scale_divisor = 1;  // ignored once scale is set
+  EXPECT_EQ(run_fast<double>(c), divided);
 }
 
 // ---- Accuracy against a straightforward fp32 implementation (FlashAttention's criterion).
@@ -356,6 +481,7 @@ RC_GTEST_PROP(FlashProperties, WithinTheBoundOfTheSimpleKernel, ()) {
   Case c = random_case({dims[0] % 3 + 1, dims[1] % 3 + 1, dims[2], dims[3] * 2, dims[4], dims[5]}, mask,
                        *rc::gen::arbitrary<std::uint32_t>());
   c.options.layout = *rc::gen::element(TensorLayout::batch_head_seq, TensorLayout::batch_seq_head);
+  c.alignment = *rc::gen::element(CausalAlignment::top_left, CausalAlignment::bottom_right);
   c.options.key_tile = *rc::gen::inRange<std::size_t>(1, 80);
   c.options.query_tile = *rc::gen::inRange<std::size_t>(1, 30);
   c.options.threads = *rc::gen::inRange(1u, 3u);

@@ -1,17 +1,21 @@
 // Attention kernels for one head on plain row-major arrays (Q [L, E], K [S, E], V [S, Ev], an
 // optional additive bias [L, S] with -inf allowed), written the ways real kernels are, plus
 // deliberately wrong ones, and an exact reference in __float128 that yields tensor_band's RowTerms.
-// Nothing here shares code with verify/ or src/.
+// Nothing of that shares code with verify/ or src/. At the end: run_flash, the adapter that runs
+// the production kernel (attn::flash_attention) on a TensorProblem.
 #pragma once
-
-#include <quadmath.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <quadmath.h>
+#include <type_traits>
 #include <vector>
 
+#include "flash_attention.hpp"
+#include "tensor.hpp"
 #include "tensor_band.hpp"
 
 namespace attn::testing_support {
@@ -51,12 +55,12 @@ enum class Scaling { scores, query_first, folded_exp2 };
 struct KernelChoices {
   std::size_t tile = 0;  ///< keys per online-softmax tile; 0: the whole row in one tile
   Scaling scaling = Scaling::scores;
-  bool normalize_first = false;       ///< divide P by the sum before P·V (one tile only)
+  bool normalize_first = false;           ///< divide P by the sum before P·V (one tile only)
   double (*round_p)(double) = nullptr;    ///< P rounded before P·V (the sum keeps unrounded P)
   double (*round_out)(double) = nullptr;  ///< the output rounded at the end
-  bool exp_in_fp16 = false;           ///< bug: exp's argument and result rounded to fp16
-  bool sum_not_rescaled = false;      ///< bug: the running sum is not multiplied by α
-  bool accumulate_in_fp16 = false;    ///< bug: the accumulator rounded to fp16 after each update
+  bool exp_in_fp16 = false;               ///< bug: exp's argument and result rounded to fp16
+  bool sum_not_rescaled = false;          ///< bug: the running sum is not multiplied by α
+  bool accumulate_in_fp16 = false;        ///< bug: the accumulator rounded to fp16 after each update
 };
 
 /// Output [L, Ev] of the kernel described by `choices`, computed in T (float or double).
@@ -85,10 +89,14 @@ template <class T> std::vector<double> attention_kernel(const Head& h, const Ker
         dot += qs * static_cast<T>(h.K[j * h.E + c]);
       }
       const T b = static_cast<T>(h.bias_at(i, j));
-      if (choices.scaling == Scaling::query_first) score[j] = dot + b;
-      else if (raw) score[j] = dot;
-      else if (folded) score[j] = dot * factor + b * log2e;
-      else score[j] = dot * scale + b;
+      if (choices.scaling == Scaling::query_first)
+        score[j] = dot + b;
+      else if (raw)
+        score[j] = dot;
+      else if (folded)
+        score[j] = dot * factor + b * log2e;
+      else
+        score[j] = dot * scale + b;
     }
     T m = -inf, sum = 0;
     std::fill(acc.begin(), acc.end(), T(0));
@@ -187,6 +195,74 @@ inline ExactRow exact_row(const Head& h, std::size_t i) {
     t.abs_y[c] = static_cast<double>(fabsq(y)) * up + slack;
   }
   return row;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The production kernel on a TensorProblem.
+
+/// Tiling, threading and instruction set of a flash_attention run.
+struct FlashRun {
+  std::size_t query_tile = 128, key_tile = 64;
+  unsigned threads = 1;
+  SimdLevel simd = SimdLevel::automatic;
+};
+
+/// p's mask laid out as flash_attention takes it: [L, S] when it is the same for every batch item
+/// and head, [B, L, S] when it is the same for every head, else [B, Hq, L, S] (each broadcast
+/// dimension of size 1 expanded, NumPy's right-aligned rule).
+inline std::vector<double> flash_mask_values(const verify::TensorProblem& p) {
+  const std::size_t rank = p.mask_shape.size();
+  std::size_t dims[4] = {1, 1, 1, 1};
+  for (std::size_t k = 0; k < rank; ++k) dims[4 - rank + k] = p.mask_shape[k];
+  const std::size_t items = dims[0] == 1 && dims[1] == 1 ? 1 : p.batch, heads = dims[1] == 1 ? 1 : p.q_heads;
+  std::vector<double> out;
+  for (std::size_t b = 0; b < items; ++b)
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t i = 0; i < p.L; ++i)
+        for (std::size_t j = 0; j < p.S; ++j) {
+          const std::size_t index[4] = {b, h, i, j};
+          std::size_t offset = 0;
+          for (std::size_t k = 0; k < 4; ++k) offset = offset * dims[k] + (dims[k] == 1 ? 0 : index[k]);
+          out.push_back(p.mask[offset]);
+        }
+  return out;
+}
+
+/// attn::flash_attention in T (float for fp32 problems, double for fp64) on a valid problem: the
+/// output [B, Hq, L, Ev] in p.layout, as doubles. The defaulted scale 1/√E is computed in T (two
+/// correctly rounded operations, as the band's defaulted scale assumes); a given scale is passed
+/// as the double it is and converted once by the kernel. `status` receives the kernel's status.
+template <class T>
+std::vector<double> run_flash(const verify::TensorProblem& p, const FlashRun& run, KernelStatus* status = nullptr) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  const auto convert = [](const std::vector<double>& v) { return std::vector<T>(v.begin(), v.end()); };
+  const std::vector<T> Q = convert(p.query), K = convert(p.key), V = convert(p.value);
+  const FlashShape shape{p.batch, p.q_heads, p.kv_heads, p.L, p.S, p.E, p.Ev};
+  FlashOptions options;
+  options.layout =
+      p.layout == verify::AxisOrder::batch_head_seq ? TensorLayout::batch_head_seq : TensorLayout::batch_seq_head;
+  options.causal = p.causal == verify::Causal::top_left       ? CausalAlignment::top_left
+                   : p.causal == verify::Causal::bottom_right ? CausalAlignment::bottom_right
+                                                              : CausalAlignment::none;
+  options.key_lengths = p.key_lengths;
+  options.scale = p.scale ? *p.scale : static_cast<double>(T(1) / std::sqrt(static_cast<T>(p.E)));
+  options.query_tile = run.query_tile, options.key_tile = run.key_tile;
+  options.threads = run.threads, options.simd = run.simd;
+  std::vector<std::uint8_t> bits;
+  std::vector<T> bias;
+  if (p.mask_kind != verify::TensorMask::none) {
+    const std::vector<double> mask = flash_mask_values(p);
+    if (p.mask_kind == verify::TensorMask::boolean) {
+      for (double x : mask) bits.push_back(x != 0);
+      options.mask_bits = bits;
+    } else {
+      bias = convert(mask);
+    }
+  }
+  std::vector<T> out(p.batch * p.q_heads * p.L * p.Ev, T(-7));
+  const KernelStatus s = flash_attention(shape, std::span<const T>(Q), K, V, out, options, bias);
+  if (status != nullptr) *status = s;
+  return std::vector<double>(out.begin(), out.end());
 }
 
 }  // namespace attn::testing_support

@@ -1,6 +1,7 @@
 // The mutant zoo of tensor certification: correct attention kernels (fp32 three-step, fp32 tiled
-// online softmax, fp64 three-step) on TensorProblems with PyTorch's full semantics pass
-// certify_tensor under their profile; kernels with one bug each are caught on at least one problem.
+// online softmax, fp64 three-step, and the production attn::flash_attention in fp32 and fp64) on
+// TensorProblems with PyTorch's full semantics pass certify_tensor under their profile; kernels
+// with one bug each are caught on at least one problem.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,9 +17,11 @@
 #include <utility>
 #include <vector>
 
+#include "flash_attention.hpp"
 #include "tensor.hpp"
 #include "tensor_band.hpp"
 #include "tensor_certify.hpp"
+#include "tensor_kernels.hpp"
 
 namespace attn::verify {
 namespace {
@@ -153,10 +156,10 @@ struct Spec {
   AxisOrder layout = AxisOrder::batch_head_seq;
   Causal causal = Causal::none;
   TensorMask mask_kind = TensorMask::none;
-  bool mask_full = false;                 ///< mask [B, Hq, L, S] instead of [L, S]
+  bool mask_full = false;  ///< mask [B, Hq, L, S] instead of [L, S]
   std::vector<std::size_t> key_lengths;
   std::optional<double> scale;
-  bool increasing_scores = false;         ///< positive queries, keys growing with j: the max grows per tile
+  bool increasing_scores = false;  ///< positive queries, keys growing with j: the max grows per tile
 };
 
 std::string describe(const Spec& s, DType dtype) {
@@ -179,8 +182,7 @@ TensorProblem make_problem(const Spec& s, DType dtype) {
       for (std::size_t i = 0; i < s.L; ++i) {
         for (std::size_t c = 0; c < s.E; ++c) {
           const double x = normal(random);
-          p.query[tensor_index(p, s.q_heads, s.L, s.E, b, h, i, c)] =
-              draw(s.increasing_scores ? 1 + 0.1 * x : x);
+          p.query[tensor_index(p, s.q_heads, s.L, s.E, b, h, i, c)] = draw(s.increasing_scores ? 1 + 0.1 * x : x);
         }
       }
     }
@@ -191,14 +193,15 @@ TensorProblem make_problem(const Spec& s, DType dtype) {
           p.key[tensor_index(p, s.kv_heads, s.S, s.E, b, h, j, c)] =
               draw(s.increasing_scores ? 0.2 * static_cast<double>(j) + 0.1 * x : x);
         }
-        for (std::size_t c = 0; c < s.Ev; ++c) p.value[tensor_index(p, s.kv_heads, s.S, s.Ev, b, h, j, c)] = draw(normal(random));
+        for (std::size_t c = 0; c < s.Ev; ++c)
+          p.value[tensor_index(p, s.kv_heads, s.S, s.Ev, b, h, j, c)] = draw(normal(random));
       }
     }
   }
   p.mask_kind = s.mask_kind;
   if (s.mask_kind != TensorMask::none) {
-    p.mask_shape = s.mask_full ? std::vector<std::size_t>{s.batch, s.q_heads, s.L, s.S}
-                               : std::vector<std::size_t>{s.L, s.S};
+    p.mask_shape =
+        s.mask_full ? std::vector<std::size_t>{s.batch, s.q_heads, s.L, s.S} : std::vector<std::size_t>{s.L, s.S};
     const std::size_t rows = s.mask_full ? s.batch * s.q_heads * s.L : s.L;
     p.mask.resize(rows * s.S);
     std::uniform_int_distribution<int> die(0, 99);
@@ -207,8 +210,10 @@ TensorProblem make_problem(const Spec& s, DType dtype) {
       for (std::size_t j = 0; j < s.S; ++j) {
         const bool in = !row_masked && die(random) >= 30;
         double& m = p.mask[r * s.S + j];
-        if (s.mask_kind == TensorMask::boolean) m = in ? 1 : 0;
-        else m = in ? draw(static_cast<double>(die(random) - 50) / 16) : -std::numeric_limits<double>::infinity();
+        if (s.mask_kind == TensorMask::boolean)
+          m = in ? 1 : 0;
+        else
+          m = in ? draw(static_cast<double>(die(random) - 50) / 16) : -std::numeric_limits<double>::infinity();
       }
     }
   }
@@ -256,11 +261,15 @@ std::vector<Spec> specs() {
   return v;
 }
 
-CertifyOptions options_for(const char* profile) {
+// A profile by name; "fp64 flash" is fp64 with exp within attn::kKernelExpUlps (2: the fast
+// kernel's documented exp accuracy, measured 1.16 ulps in fp64) instead of the profile's 1.
+CertifyOptions options_for(const std::string& profile) {
   CertifyOptions options;
-  const auto arithmetic = arithmetic_profile(profile);
+  const bool flash = profile == "fp64 flash";
+  const auto arithmetic = arithmetic_profile(flash ? "fp64" : profile);
   if (!arithmetic.ok()) throw std::runtime_error(profile);
   options.arithmetic = *arithmetic;
+  if (flash) options.arithmetic.exp_ulps = std::max(options.arithmetic.exp_ulps, kKernelExpUlps);
   return options;
 }
 
@@ -292,14 +301,23 @@ TEST(TensorMutantZoo, CorrectKernelsPass) {
     std::printf("%-20s | %-58s | %.3g, %.3g\n", k.name.c_str(), describe(s, p.dtype).c_str(), report.max_band_usage,
                 report.mean_band_usage);
   };
+  // The production kernel with small tiles, so every row crosses query and key tiles (key tiles
+  // are rounded up to the SIMD micro-tile: 8 to 32 keys).
+  const Kernel flash32{.name = "flash fp32"}, flash64{.name = "flash fp64"};
+  const testing_support::FlashRun flash_run{.query_tile = 5, .key_tile = 8, .threads = 2};
   for (const Spec& s : specs()) {
     const TensorProblem p32 = make_problem(s, DType::fp32);
     ASSERT_TRUE(validate(p32).ok()) << describe(s, DType::fp32) << ": " << validate(p32).error().message;
     masked_rows += empty_rows(p32);
     for (const Kernel* k : {&three_step, &tiled}) check(*k, s, p32, run_kernel<float>(p32, *k), "fp32");
+    KernelStatus status = KernelStatus::ok;
+    check(flash32, s, p32, testing_support::run_flash<float>(p32, flash_run, &status), "fp32");
+    EXPECT_EQ(status, KernelStatus::ok) << describe(s, DType::fp32);
     const TensorProblem p64 = make_problem(s, DType::fp64);
     ASSERT_TRUE(validate(p64).ok()) << describe(s, DType::fp64) << ": " << validate(p64).error().message;
     check(fp64, s, p64, run_kernel<double>(p64, fp64), "fp64");
+    check(flash64, s, p64, testing_support::run_flash<double>(p64, flash_run, &status), "fp64 flash");
+    EXPECT_EQ(status, KernelStatus::ok) << describe(s, DType::fp64);
   }
   EXPECT_GT(masked_rows, 0u) << "the problem set has no fully masked row";
   std::printf("fully masked rows per dtype: %zu; correct kernels: %.2f s\n", masked_rows,
@@ -334,8 +352,9 @@ TEST(TensorMutantZoo, EveryMutantIsCaught) {
       if (caught++ > 0) continue;
       const TensorFailure& worst = report.failures.front();
       char text[200];
-      std::snprintf(text, sizeof text, "%s at (%zu, %zu, %zu, %zu), |err|/δ = %.3g (%zu failures)", worst.reason.c_str(),
-                    worst.index[0], worst.index[1], worst.index[2], worst.index[3], worst.usage, report.failure_count);
+      std::snprintf(text, sizeof text, "%s at (%zu, %zu, %zu, %zu), |err|/δ = %.3g (%zu failures)",
+                    worst.reason.c_str(), worst.index[0], worst.index[1], worst.index[2], worst.index[3], worst.usage,
+                    report.failure_count);
       first = describe(all[n], DType::fp32);
       worst_text = text;
     }
