@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "flash_attention.hpp"
+#include "fma_peak.hpp"
 
 namespace {
 
@@ -163,9 +164,28 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  std::printf("\nfast / OpenBLAS 3-step, useful GFLOP/s:\n");
-  for (const auto& [key, fast] : flash_rate)
+  // The peak at the level the kernel dispatches to, measured after the benchmarks in the same run.
+  const attn::SimdLevel level = attn::best_simd_level();
+  const char* level_name = level == attn::SimdLevel::avx512 ? "avx512"
+                           : level == attn::SimdLevel::avx2 ? "avx2"
+                                                            : "sse2";
+  std::map<std::string, double> peak;  // "fp32 threads=2" -> GFLOP/s
+  std::printf("\nFMA peak at the kernel's SIMD level (%s, %d chains per thread):\n", level_name, attn::bench::kChains);
+  for (const char* precision : {"fp32", "fp64"}) {
+    for (unsigned threads : {1u, 2u}) {
+      const double rate = attn::bench::fma_peak_gflops(level, precision[2] == '6', threads);
+      peak[std::string(precision) + " threads=" + std::to_string(threads)] = rate;
+      std::printf("  %s threads=%u: %8.1f GFLOP/s\n", precision, threads, rate);
+    }
+  }
+  std::printf("\nfast kernel, useful GFLOP/s: %% of that peak, and / OpenBLAS 3-step:\n");
+  for (const auto& [key, fast] : flash_rate) {
+    const std::string precision = key.substr(0, 4), threads = key.substr(key.rfind("threads="));
+    const double top = peak[precision + " " + threads];
+    std::printf("  %-40s %7.2f  %5.1f%% of peak", key.c_str(), fast, 100 * fast / top);
     if (const auto base = baseline_rate.find(key); base != baseline_rate.end())
-      std::printf("  %-40s %7.2f / %7.2f = %5.2fx\n", key.c_str(), fast, base->second, fast / base->second);
+      std::printf("  / %7.2f = %5.2fx", base->second, fast / base->second);
+    std::printf("\n");
+  }
   return 0;
 }
