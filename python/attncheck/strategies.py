@@ -185,6 +185,8 @@ def from_recipe(draw, recipe: Recipe) -> AttentionInputs:
         S = draw(st.integers(1, recipe.max_len).filter(lambda s: s != L))
     else:
         S = draw(st.one_of(st.just(L), st.integers(1, recipe.max_len)))
+    if recipe.alignments == ("bottom-right",) and recipe.masked_rows == "never":
+        S = max(S, L)  # bottom-right with L > S masks the first L - S rows entirely
     E = draw(st.integers(1, recipe.max_dim))
     Ev = draw(st.integers(1, recipe.max_dim).filter(lambda e: e != E)) if recipe.cross else \
         draw(st.one_of(st.just(E), st.integers(1, recipe.max_dim)))
