@@ -212,12 +212,13 @@ def from_recipe(draw, recipe: Recipe) -> AttentionInputs:
 
 
 def attention_inputs(dtype="float32", max_batch=2, max_heads=4, max_len=16, max_dim=8, masks=True, causal=True,
-                     gqa=True, key_lengths=False):
+                     gqa=True, key_lengths=False, scales=True):
     """A strategy for AttentionInputs (numpy arrays of `dtype`: "float64", "float32" or "float16").
 
     masks: draw boolean, additive (-inf included) and key-padding masks. causal: True (both
     alignments), "top-left", "bottom-right" or False. gqa: draw Hq = G·Hkv groups (enable_gqa).
     key_lengths: also draw per-item key lengths (check_attention's extension; not an SDPA argument).
+    scales: also draw explicit scales (1, 1/2, 1/8; None, the default 1/√E, otherwise).
     """
     if np.dtype(dtype).name not in ("float64", "float32", "float16"):
         raise ValueError(f"dtype: expected float64, float32 or float16, got {dtype!r}")
@@ -230,5 +231,5 @@ def attention_inputs(dtype="float32", max_batch=2, max_heads=4, max_len=16, max_
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
     recipe = Recipe(dtype=np.dtype(dtype).name, max_batch=max_batch, max_heads=max_heads, max_len=max_len,
                     max_dim=max_dim, mask_kinds=MASK_KINDS if masks else ("none",), alignments=alignments[causal],
-                    gqa=gqa, key_lengths=key_lengths)
+                    gqa=gqa, key_lengths=key_lengths, scales=scales)
     return from_recipe(recipe)
