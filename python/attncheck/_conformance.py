@@ -60,7 +60,8 @@ class FamilyResult:
             return f"passed ({self.cases} cases)"
         if self.status == "skipped":
             return f"skipped ({self.reason})"
-        return f"FAILED: {self.reason}\n    counterexample: {self.counterexample!r}".replace("\n  ", "\n      ")
+        example = repr(self.counterexample).replace("\n", "\n    ")
+        return f"FAILED: {self.reason}\n    counterexample: {example}"
 
 
 class ConformanceTable(dict):
@@ -183,3 +184,6 @@ def _run_family(fn, name, precision, cases, seed, array_type) -> FamilyResult:
         return FamilyResult(name, "skipped", calls, str(skip))
     _, reason, report = _run_case(fn, counterexample, precision, array_type)
     return FamilyResult(name, "failed", calls, reason, counterexample, report)
+
+
+conformance.families = tuple(FAMILIES)  #: the family names, in the order conformance runs them

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import attncheck
-from attncheck._conformance import FAMILIES
+FAMILIES = attncheck.conformance.families
 from sdpa_reference import sdpa
 
 CASES = 15  # per family: enough for each bug below, small enough for the 2-minute python budget
