@@ -64,6 +64,16 @@ class AttentionInputs:
             out["enable_gqa"] = True
         return out
 
+    def to_torch(self) -> "AttentionInputs":
+        """The same call with CPU torch tensors (torch.from_numpy: the values are shared, not copied)."""
+        import torch  # only here: the strategies need numpy alone
+
+        def convert(x):
+            return None if x is None else torch.from_numpy(np.ascontiguousarray(x))
+
+        return dataclasses.replace(self, query=convert(self.query), key=convert(self.key), value=convert(self.value),
+                                   attn_mask=convert(self.attn_mask))
+
     def __repr__(self) -> str:
         mask = "None" if self.attn_mask is None else f"{self.attn_mask.dtype.name}{list(self.attn_mask.shape)}"
         return (f"AttentionInputs(query={self.query.dtype.name}{list(self.query.shape)}, key={list(self.key.shape)}, "

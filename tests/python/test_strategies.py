@@ -114,6 +114,7 @@ def test_kwargs_and_sdpa_kwargs():
     assert inputs.kwargs()["key_lengths"] == [2] and inputs.kwargs()["attn_mask"] is None
     assert strategies.AttentionInputs(*inputs.__dict__.values()).sdpa_kwargs() == inputs.sdpa_kwargs()
     assert "query=float64[1, 2, 3, 4]" in repr(inputs)
+    assert inputs.to_torch().query.shape == (1, 2, 3, 4) and inputs.to_torch().attn_mask is None
 
 
 @pytest.mark.parametrize("arguments,name", [({"dtype": "int8"}, "dtype"), ({"causal": "left"}, "causal"),
