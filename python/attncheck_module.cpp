@@ -134,9 +134,4 @@ PYBIND11_MODULE(_attncheck, m) {
         py::arg("max_failures") = 100,
         "Certifies out ([B, Hq, L, Ev]) for query/key/value ([B, H, *, *]), float64 arrays holding exact values; "
         "returns the report as a dict. ValueError names the argument at fault.");
-  m.def("representable", [](const std::string& precision, double x) {
-    auto dtype = attn::verify::dtype_from_name(precision);
-    if (!dtype) throw py::value_error("precision: unknown format " + precision);
-    return attn::verify::round_to(*dtype, x) == x;
-  }, "Is x exactly a value of the format (fp64, fp32, fp16, bf16)?");
 }

@@ -54,6 +54,7 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
         raise ValueError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
     if not isinstance(enable_gqa, bool):
         raise TypeError(f"enable_gqa: expected a bool, got {type(enable_gqa).__name__}")
+    to_rank4(q.shape, "query")  # a query of rank 2, 3 or 4, named as such before the others
     check_shapes(out_values, q, k, v, enable_gqa)
     rank = q.ndim
     if not isinstance(is_causal, bool):
