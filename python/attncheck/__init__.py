@@ -18,6 +18,8 @@ from __future__ import annotations
 import importlib
 import numbers
 
+import numpy as np
+
 from . import _attncheck
 from ._inputs import ALIGNMENTS, PRECISION_OF_DTYPE, PRECISIONS, as_exact_array, check_int, check_shapes
 from ._inputs import mask_to_rank4, to_rank4
@@ -52,12 +54,12 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
         precision = PRECISION_OF_DTYPE[out_dtype]
     if precision not in PRECISIONS:
         raise ValueError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if not isinstance(enable_gqa, bool):
+    if not isinstance(enable_gqa, (bool, np.bool_)):
         raise TypeError(f"enable_gqa: expected a bool, got {type(enable_gqa).__name__}")
     to_rank4(q.shape, "query")  # a query of rank 2, 3 or 4, named as such before the others
-    check_shapes(out_values, q, k, v, enable_gqa)
+    check_shapes(out_values, q, k, v, bool(enable_gqa))
     rank = q.ndim
-    if not isinstance(is_causal, bool):
+    if not isinstance(is_causal, (bool, np.bool_)):
         raise TypeError(f"is_causal: expected a bool, got {type(is_causal).__name__}")
     if causal_alignment not in ALIGNMENTS:
         raise ValueError(f"causal_alignment: expected 'top-left' or 'bottom-right', got {causal_alignment!r}")
