@@ -1,0 +1,130 @@
+"""attncheck: certify an attention kernel's output against an exact oracle.
+
+    report = attncheck.check_attention(out, query, key, value, attn_mask=None, is_causal=False, ...)
+    attncheck.assert_attention_close(out, query, key, value, ...)   # in a pytest test
+
+Semantics are PyTorch's ``scaled_dot_product_attention``: query [B, Hq, L, E] (or [B, L, E], or
+[L, E]), key [B, Hkv, S, E], value [B, Hkv, S, Ev]; a boolean ``attn_mask`` is True where a key
+takes part, a float one is added to the scaled scores (-inf allowed); ``scale`` multiplies Q·Kᵀ and
+defaults to the exact 1/√E. The output must lie within a rigorous band δ of the exact result for
+any correct kernel in ``precision`` (README, "Certifying a tensor kernel").
+
+Also: ``attncheck.strategies`` (Hypothesis strategies), ``attncheck.conformance(fn)`` (named case
+families for any function with the SDPA signature), ``python3 -m attncheck check`` (.npy files).
+"""
+
+from __future__ import annotations
+
+import importlib
+import numbers
+
+import numpy as np
+
+from . import _attncheck
+from ._inputs import ALIGNMENTS, PRECISION_OF_DTYPE, PRECISIONS, as_exact_array, check_int, check_shapes
+from ._inputs import mask_to_rank4, to_rank4
+from ._report import Failure, Report
+
+__all__ = ["check_attention", "assert_attention_close", "Report", "Failure", "conformance", "strategies"]
+
+
+def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, causal_alignment="top-left",
+                    scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
+                    weights_in_storage=None, rows=None, seed=0) -> Report:
+    """Certifies ``out`` = SDPA(query, key, value, ...) and returns a Report (never raises on a wrong output).
+
+    out, query, key, value: numpy arrays or torch tensors (float64, float32, float16; bfloat16
+    tensors). attn_mask: None, boolean (True = takes part) or float (added to the scaled scores),
+    broadcastable to [B, Hq, L, S]. is_causal: key j takes part in query i iff j <= i
+    (``causal_alignment="top-left"``, PyTorch) or j <= i + S - L (``"bottom-right"``, FlashAttention
+    >= 2.1). scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
+    kv head h // G. key_lengths: per batch item, keys j >= length are masked. precision: "fp64",
+    "fp32", "fp16" or "bf16" (default from out's dtype); exp_ulps and weights_in_storage refine it.
+    rows: certify a seeded sample of this many rows (default all); every element is still checked
+    finite and fully masked rows zero. Raises TypeError/ValueError naming the argument at fault.
+    """
+    out_values, out_dtype = as_exact_array(out, "out")
+    q, q_dtype = as_exact_array(query, "query")
+    k, k_dtype = as_exact_array(key, "key")
+    v, v_dtype = as_exact_array(value, "value")
+    for name, dtype in (("key", k_dtype), ("value", v_dtype)):
+        if dtype != q_dtype:
+            raise TypeError(f"{name}: dtype {dtype} differs from the query's {q_dtype}")
+    if precision is None:
+        precision = PRECISION_OF_DTYPE[out_dtype]
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if not isinstance(enable_gqa, (bool, np.bool_)):
+        raise TypeError(f"enable_gqa: expected a bool, got {type(enable_gqa).__name__}")
+    to_rank4(q.shape, "query")  # a query of rank 2, 3 or 4, named as such before the others
+    check_shapes(out_values, q, k, v, bool(enable_gqa))
+    rank = q.ndim
+    if not isinstance(is_causal, (bool, np.bool_)):
+        raise TypeError(f"is_causal: expected a bool, got {type(is_causal).__name__}")
+    if causal_alignment not in ALIGNMENTS:
+        raise ValueError(f"causal_alignment: expected 'top-left' or 'bottom-right', got {causal_alignment!r}")
+    mask, mask_kind = None, "none"
+    if attn_mask is not None:
+        mask, mask_dtype = as_exact_array(attn_mask, "attn_mask", allow_bool=True)
+        mask_kind = "boolean" if mask_dtype == "bool" else "additive"
+        mask = mask.reshape(mask_to_rank4(mask.shape, rank))
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
+        raise TypeError(f"scale: expected a float or None, got {type(scale).__name__}")
+    lengths = _key_lengths(key_lengths)
+    if exp_ulps is not None and (isinstance(exp_ulps, bool) or not isinstance(exp_ulps, numbers.Real)):
+        raise TypeError(f"exp_ulps: expected a float or None, got {type(exp_ulps).__name__}")
+    if weights_in_storage is not None and not isinstance(weights_in_storage, bool):
+        raise TypeError(f"weights_in_storage: expected a bool or None, got {type(weights_in_storage).__name__}")
+    rows = check_int(rows, "rows", minimum=1, allow_none=True)
+    seed = check_int(seed, "seed")
+    native = _attncheck.certify(
+        out_values.reshape(to_rank4(out_values.shape, "out")), q.reshape(to_rank4(q.shape, "query")),
+        k.reshape(to_rank4(k.shape, "key")), v.reshape(to_rank4(v.shape, "value")), mask=mask, mask_kind=mask_kind,
+        causal=causal_alignment if is_causal else "none", scale=None if scale is None else float(scale),
+        key_lengths=lengths, precision=precision, exp_ulps=None if exp_ulps is None else float(exp_ulps),
+        weights_in_storage=weights_in_storage, rows=rows, seed=seed)
+
+    def index_of(index4):  # the element's index in out's own rank
+        b, h, i, c = index4
+        return (b, h, i, c) if rank == 4 else (b, i, c) if rank == 3 else (i, c)
+
+    return Report._from_native(native, index_of, int(out_values.size), precision, seed)
+
+
+def assert_attention_close(out, query, key, value, **kwargs) -> None:
+    """check_attention, raising AssertionError (torch.testing.assert_close style) when it fails.
+
+    The message names the worst element: index, got, exact, band, ulps, reason.
+    """
+    report = check_attention(out, query, key, value, **kwargs)
+    if report.passed:
+        return
+    worst = report.worst
+    share = 100.0 * report.failure_count / max(report.elements_total, 1)
+    raise AssertionError(
+        f"Attention output is not within the certified band ({report.precision})!\n\n"
+        f"Mismatched elements: {report.failure_count} / {report.elements_total} ({share:.1f}%)\n"
+        f"Worst element at {worst.describe()}\n"
+        f"Greatest band usage: {report.max_band_usage:.9g} (at most 1 allowed)\n"
+        f"Rows certified: {report.rows_checked} of {report.rows_total} (seed {report.seed})")
+
+
+def _key_lengths(key_lengths):
+    if key_lengths is None:
+        return []
+    if hasattr(key_lengths, "tolist"):  # numpy array or torch tensor
+        key_lengths = key_lengths.tolist()
+    if not isinstance(key_lengths, (list, tuple)):
+        raise TypeError(f"key_lengths: expected a sequence of ints, got {type(key_lengths).__name__}")
+    return [check_int(n, "key_lengths") for n in key_lengths]
+
+
+def __getattr__(name):
+    # Both need Hypothesis: imported on first use, so that `import attncheck` does not.
+    if name == "strategies":
+        return importlib.import_module(".strategies", __name__)
+    if name == "conformance":
+        function = importlib.import_module("._conformance", __name__).conformance
+        globals()["conformance"] = function
+        return function
+    raise AttributeError(f"module 'attncheck' has no attribute {name!r}")

@@ -1,0 +1,108 @@
+"""python3 -m attncheck check --query q.npy --key k.npy --value v.npy --out o.npy [options]
+
+Certifies an attention output saved with numpy.save. Exit status: 0 passed, 1 failed (the worst
+element named on stderr), 2 usage error, 3 bad input (unreadable file, wrong shape or dtype); every
+error is one line on stderr. The report's summary goes to stdout, its JSON to --json FILE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from . import check_attention
+from ._inputs import ALIGNMENTS, PRECISIONS
+
+PASSED, FAILED, USAGE, BAD_INPUT = 0, 1, 2, 3
+
+
+class _Usage(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit 2, not argparse's usage block
+        raise _Usage(message)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python3 -m attncheck", description="Certify attention outputs against an exact oracle.")
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+    check = commands.add_parser("check", help="certify OUT = SDPA(QUERY, KEY, VALUE, ...) from .npy files")
+    for name in ("query", "key", "value", "out"):
+        check.add_argument(f"--{name}", required=True, metavar="FILE.npy")
+    check.add_argument("--attn-mask", metavar="FILE.npy", help="boolean (True = takes part) or additive mask")
+    check.add_argument("--is-causal", action="store_true")
+    check.add_argument("--causal-alignment", choices=ALIGNMENTS, default="top-left")
+    check.add_argument("--scale", type=float, help="multiplier of Q·Kᵀ (default 1/√E)")
+    check.add_argument("--enable-gqa", action="store_true")
+    check.add_argument("--key-lengths", metavar="N,N,...", help="per batch item: keys j >= N are masked")
+    check.add_argument("--precision", choices=PRECISIONS, help="default: from the output's dtype")
+    check.add_argument("--rows", type=_positive, help="certify a seeded sample of this many rows (default all)")
+    check.add_argument("--seed", type=int, default=0)
+    check.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    return parser
+
+
+def _load(path: str):
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as error:
+        raise ValueError(f"{path}: {error}") from None
+
+
+def _check(args) -> int:
+    arrays = {name: _load(getattr(args, name)) for name in ("query", "key", "value", "out")}
+    mask = _load(args.attn_mask) if args.attn_mask else None
+    lengths = None
+    if args.key_lengths:
+        try:
+            lengths = [int(n) for n in args.key_lengths.split(",")]
+        except ValueError:
+            raise _Usage(f"--key-lengths: expected integers separated by commas, got {args.key_lengths!r}") from None
+    report = check_attention(arrays["out"], arrays["query"], arrays["key"], arrays["value"], attn_mask=mask,
+                             is_causal=args.is_causal, causal_alignment=args.causal_alignment, scale=args.scale,
+                             enable_gqa=args.enable_gqa, key_lengths=lengths, precision=args.precision,
+                             rows=args.rows, seed=args.seed)
+    print(report)
+    if args.json:
+        try:
+            with open(args.json, "w", encoding="utf-8") as file:
+                file.write(report.to_json(indent=1) + "\n")
+        except OSError as error:
+            raise ValueError(f"{args.json}: {error.strerror}") from None
+    if not report.passed:
+        print(f"attncheck: FAILED, {report.failure_count} element(s); worst at {report.worst.describe()}",
+              file=sys.stderr)
+        return FAILED
+    return PASSED
+
+
+def main(argv=None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+        if args.command != "check":
+            raise _Usage("expected a command: check")
+        return _check(args)
+    except _Usage as error:
+        print(f"attncheck: usage: {error}", file=sys.stderr)
+        return USAGE
+    except (ValueError, TypeError) as error:  # unreadable file, wrong shape, dtype or value
+        print(f"attncheck: {error}", file=sys.stderr)
+        return BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

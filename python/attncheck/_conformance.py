@@ -1,0 +1,189 @@
+"""attncheck.conformance(fn): named case families for any function with the SDPA signature.
+
+fn(query, key, value, **kwargs) is called with only the keyword arguments a case needs (attn_mask,
+is_causal, causal_alignment="bottom-right", enable_gqa), so a function without, say, enable_gqa
+still runs every other family; a family whose keyword fn does not accept is reported
+"skipped (fn lacks enable_gqa)", never passed. Each family draws its cases from the strategies of
+attncheck.strategies and certifies fn's output with check_attention; Hypothesis shrinks the first
+failing case to a small counterexample.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import random
+
+import numpy as np
+from hypothesis import HealthCheck, errors, find, settings
+
+from . import check_attention
+from ._report import Report
+from .strategies import AttentionInputs, Recipe, from_recipe
+
+_DTYPE_OF_PRECISION = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "float32"}
+
+# Family -> (what its cases contain, the keywords fn must accept). Values are "normal" (edge-biased
+# small numbers) unless the family is about values; no family but gqa_mapping uses GQA, and only
+# fully_masked_row (and causal_bottom_right through L > S, never: S >= L there) has rows without keys.
+_ISOLATED = dict(mask_kinds=("none",), alignments=(), gqa=False, scenarios=("normal",), scales=False,
+                 masked_rows="never", max_heads=2, max_len=8, max_dim=8)
+FAMILIES = {
+    "fully_masked_row": (dict(mask_kinds=("bool",), masked_rows="always"), ("attn_mask",)),
+    "causal_top_left": (dict(alignments=("top-left",), causal_only=True), ("is_causal",)),
+    "causal_bottom_right": (dict(alignments=("bottom-right",), causal_only=True), ("is_causal", "causal_alignment")),
+    "gqa_mapping": (dict(gqa=True, gqa_only=True, max_heads=4), ("enable_gqa",)),
+    "additive_neg_inf_mask": (dict(mask_kinds=("additive",)), ("attn_mask",)),
+    "bool_mask": (dict(mask_kinds=("bool",)), ("attn_mask",)),
+    "key_padding": (dict(mask_kinds=("key_padding",)), ("attn_mask",)),
+    "huge_scores": (dict(scenarios=("near_overflow",)), ()),
+    "underflowing_weights": (dict(scenarios=("huge_gap",)), ()),
+    "single_key": (dict(single_key=True), ()),
+    "equal_scores": (dict(scenarios=("equal_scores",)), ()),
+    "cross_attention": (dict(cross=True), ()),
+}
+
+
+@dataclasses.dataclass
+class FamilyResult:
+    """One family's outcome: "passed", "failed" (with the shrunk counterexample) or "skipped"."""
+
+    family: str
+    status: str
+    cases: int  #: calls of fn, shrinking included
+    reason: str = ""  #: why it failed (the worst element, or fn's exception) or was skipped
+    counterexample: AttentionInputs | None = None
+    report: Report | None = None
+
+    def __str__(self) -> str:
+        if self.status == "passed":
+            return f"passed ({self.cases} cases)"
+        if self.status == "skipped":
+            return f"skipped ({self.reason})"
+        example = repr(self.counterexample).replace("\n", "\n    ")
+        return f"FAILED: {self.reason}\n    counterexample: {example}"
+
+
+class ConformanceTable(dict):
+    """family -> FamilyResult. bool(table) is True when no family failed (skipped ones are listed apart)."""
+
+    @property
+    def failed(self) -> list:
+        return [name for name, result in self.items() if result.status == "failed"]
+
+    @property
+    def skipped(self) -> list:
+        return [name for name, result in self.items() if result.status == "skipped"]
+
+    @property
+    def passed(self) -> list:
+        return [name for name, result in self.items() if result.status == "passed"]
+
+    def __bool__(self) -> bool:
+        return not self.failed
+
+    def __str__(self) -> str:
+        width = max(map(len, self), default=0)
+        return "\n".join(f"{name:<{width}}  {result}" for name, result in self.items())
+
+
+class _Skip(Exception):
+    pass
+
+
+def _accepts(fn, keyword):
+    """True/False when fn's signature says, None when it has none (builtins): tried at the call."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return any(p.kind == p.VAR_KEYWORD or (p.name == keyword and p.kind != p.POSITIONAL_ONLY) for p in parameters)
+
+
+def _to_arrays(inputs: AttentionInputs, precision: str, array_type: str) -> AttentionInputs:
+    if array_type == "numpy":
+        return inputs
+    import torch  # only for array_type="torch"
+
+    def convert(x):
+        if x is None or x.dtype == np.bool_:
+            return None if x is None else torch.from_numpy(x)
+        tensor = torch.from_numpy(np.ascontiguousarray(x))
+        return tensor.bfloat16() if precision == "bf16" else tensor
+
+    return dataclasses.replace(inputs, query=convert(inputs.query), key=convert(inputs.key),
+                               value=convert(inputs.value), attn_mask=convert(inputs.attn_mask))
+
+
+def _run_case(fn, inputs, precision, array_type):
+    """(failed, reason, report) for one case; raises _Skip when fn refuses a keyword it was given."""
+    case = _to_arrays(inputs, precision, array_type)
+    kwargs = case.sdpa_kwargs()
+    try:
+        out = fn(case.query, case.key, case.value, **kwargs)
+    except TypeError as error:
+        missing = [k for k in kwargs if f"'{k}'" in str(error) or f" {k}" in str(error)]
+        if missing and "keyword" in str(error):
+            raise _Skip(f"fn lacks {missing[0]}") from None
+        return True, f"fn raised TypeError: {error}", None
+    except Exception as error:  # noqa: BLE001 - any exception of fn is a failure of the case
+        return True, f"fn raised {type(error).__name__}: {error}", None
+    if isinstance(out, (tuple, list)):  # (out, weights), as PyTorch 1.13's private function returns
+        out = out[0]
+    try:
+        report = check_attention(out, case.query, case.key, case.value, **case.kwargs(), precision=precision)
+    except (TypeError, ValueError) as error:
+        return True, f"output refused: {error}", None
+    return (not report.passed), ("" if report.passed else report.worst.describe()), report
+
+
+def conformance(fn, precision="fp32", cases=200, seed=0, *, families=None, array_type="numpy") -> ConformanceTable:
+    """Runs each family (up to `cases` cases each, seeded) against fn and returns the table.
+
+    precision: "fp64", "fp32", "fp16" or "bf16" (the inputs' dtype and the band's arithmetic; bf16
+    needs array_type="torch"). array_type: "numpy" arrays or "torch" CPU tensors for fn.
+    families: a subset of FAMILIES' names (default all, in order).
+    """
+    if precision not in _DTYPE_OF_PRECISION:
+        raise ValueError(f"precision: expected fp64, fp32, fp16 or bf16, got {precision!r}")
+    if array_type not in ("numpy", "torch"):
+        raise ValueError(f"array_type: expected 'numpy' or 'torch', got {array_type!r}")
+    if precision == "bf16" and array_type != "torch":
+        raise ValueError("precision: bf16 inputs need array_type='torch' (numpy has no bfloat16)")
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
+    names = list(FAMILIES) if families is None else list(families)
+    for name in names:
+        if name not in FAMILIES:
+            raise ValueError(f"families: unknown family {name!r} (known: {', '.join(FAMILIES)})")
+    table = ConformanceTable()
+    for number, name in enumerate(names):
+        table[name] = _run_family(fn, name, precision, cases, seed + number, array_type)
+    return table
+
+
+def _run_family(fn, name, precision, cases, seed, array_type) -> FamilyResult:
+    overrides, keywords = FAMILIES[name]
+    for keyword in keywords:
+        if _accepts(fn, keyword) is False:
+            return FamilyResult(name, "skipped", 0, f"fn lacks {keyword}")
+    recipe = Recipe(**{**_ISOLATED, **overrides, "dtype": _DTYPE_OF_PRECISION[precision]})
+    calls = 0
+
+    def fails(inputs):
+        nonlocal calls
+        calls += 1
+        return _run_case(fn, inputs, precision, array_type)[0]
+
+    options = settings(max_examples=cases, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    try:
+        counterexample = find(from_recipe(recipe), fails, settings=options, random=random.Random(seed))
+    except errors.NoSuchExample:
+        return FamilyResult(name, "passed", calls)
+    except _Skip as skip:
+        return FamilyResult(name, "skipped", calls, str(skip))
+    _, reason, report = _run_case(fn, counterexample, precision, array_type)
+    return FamilyResult(name, "failed", calls, reason, counterexample, report)
+
+
+conformance.families = tuple(FAMILIES)  #: the family names, in the order conformance runs them

@@ -1,0 +1,106 @@
+"""Turning numpy arrays and PyTorch tensors into the exact float64 arrays the C++ side certifies.
+
+Every float64, float32, float16 and bfloat16 value is exactly a float64, so nothing is rounded:
+float16 arrays widen exactly, and bfloat16 tensors (which numpy cannot hold) go through
+``.float()``, which is exact too. The dtype is remembered to pick the default precision.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+# dtype name -> precision profile of the C++ side (verify/tensor_band.hpp, arithmetic_profile).
+PRECISION_OF_DTYPE = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+PRECISIONS = ("fp64", "fp32", "fp16", "bf16")
+ALIGNMENTS = ("top-left", "bottom-right")
+
+
+def _is_torch_tensor(x) -> bool:
+    # Checked by type name, so that numpy-only users never import torch.
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach") and hasattr(x, "dtype")
+
+
+def as_exact_array(x, name: str, *, allow_bool: bool = False):
+    """(float64 array holding x's values exactly, dtype name) for a numpy array or a torch CPU tensor.
+
+    Raises TypeError naming ``name`` for anything else (lists, ints, complex, other dtypes).
+    """
+    if _is_torch_tensor(x):
+        tensor = x.detach()
+        if tensor.device.type != "cpu":
+            tensor = tensor.cpu()
+        dtype = str(tensor.dtype).removeprefix("torch.")
+        if dtype == "bool" and allow_bool:
+            return tensor.numpy().astype(np.float64), "bool"
+        if dtype not in PRECISION_OF_DTYPE:
+            raise TypeError(f"{name}: dtype torch.{dtype} is not supported (float64, float32, float16, bfloat16)")
+        if dtype == "bfloat16":
+            tensor = tensor.float()  # exact: every bfloat16 is a float32
+        return np.asarray(tensor.numpy(), dtype=np.float64), dtype
+    if isinstance(x, np.ndarray):
+        dtype = x.dtype.name
+        if dtype == "bool" and allow_bool:
+            return x.astype(np.float64), "bool"
+        if dtype not in PRECISION_OF_DTYPE:
+            raise TypeError(f"{name}: dtype {dtype} is not supported (float64, float32, float16; bfloat16 as a torch tensor)")
+        return x.astype(np.float64), dtype
+    raise TypeError(f"{name}: expected a numpy array or a torch tensor, got {type(x).__name__}")
+
+
+def to_rank4(shape: tuple, name: str) -> tuple:
+    """[L, E] -> [1, 1, L, E]; [B, L, E] -> [B, 1, L, E]; rank 4 unchanged; ValueError otherwise."""
+    if len(shape) == 4:
+        return shape
+    if len(shape) == 3:
+        return (shape[0], 1, shape[1], shape[2])
+    if len(shape) == 2:
+        return (1, 1, shape[0], shape[1])
+    raise ValueError(f"{name}: rank must be 2, 3 or 4 ([L, E], [B, L, E] or [B, H, L, E]), got shape {list(shape)}")
+
+
+def mask_to_rank4(mask_shape: tuple, query_rank: int) -> tuple:
+    """The mask's shape once the query's leading axes are made rank 4 the same way.
+
+    PyTorch broadcasts attn_mask right-aligned against the weights [..., L, S]; the mask is padded
+    with leading ones to the query's rank, then gets the axes the query got.
+    """
+    if len(mask_shape) > query_rank:
+        raise ValueError(f"attn_mask: rank {len(mask_shape)} exceeds the query's rank {query_rank}")
+    padded = (1,) * (query_rank - len(mask_shape)) + tuple(mask_shape)
+    return to_rank4(padded, "attn_mask")
+
+
+def check_shapes(out, query, key, value, enable_gqa: bool) -> None:
+    """ValueError naming the argument when the shapes do not make one SDPA call."""
+    q, k, v, o = query.shape, key.shape, value.shape, out.shape
+    if not (len(q) == len(k) == len(v)):
+        raise ValueError(f"key/value: rank must match the query's ({len(q)}), got key {list(k)} and value {list(v)}")
+    if k[-1] != q[-1]:
+        raise ValueError(f"key: last dimension (E) is {k[-1]}, the query's is {q[-1]}")
+    if k[:-1] != v[:-1]:
+        raise ValueError(f"value: shape {list(v)} must match key {list(k)} except in the last dimension")
+    if len(q) >= 3 and k[0] != q[0]:
+        raise ValueError(f"key: batch size {k[0]} differs from the query's {q[0]}")
+    if len(q) == 4 and k[1] != q[1]:
+        if not enable_gqa:
+            raise ValueError(f"key: {k[1]} heads differ from the query's {q[1]} (pass enable_gqa=True for GQA)")
+        if k[1] == 0 or q[1] % k[1] != 0:
+            raise ValueError(f"key: its {k[1]} heads do not divide the query's {q[1]} heads")
+    expected = tuple(q[:-1]) + (v[-1],)
+    if tuple(o) != expected:
+        raise ValueError(f"out: shape {list(o)} should be {list(expected)} (query's shape with value's last dimension)")
+    for name, shape in (("query", q), ("key", k), ("value", v)):
+        if 0 in shape:
+            raise ValueError(f"{name}: every dimension must be positive, got {list(shape)}")
+
+
+def check_int(x, name: str, *, minimum: int = 0, allow_none: bool = False):
+    if x is None and allow_none:
+        return None
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        raise TypeError(f"{name}: expected an int, got {type(x).__name__}")
+    if x < minimum:
+        raise ValueError(f"{name}: must be at least {minimum}, got {x}")
+    return int(x)

@@ -1,0 +1,125 @@
+"""The verdict of check_attention: Report and Failure, their summary text and their JSON form."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import NamedTuple
+
+
+class Failure(NamedTuple):
+    """One output element outside its certified band (or NaN, Inf, nonzero in a fully masked row)."""
+
+    index: tuple  #: the element's index in ``out`` (same rank as ``out``)
+    got: float  #: the kernel's value
+    exact: float  #: midpoint of the oracle's enclosure of the exact value (0 in a fully masked row; NaN
+    #: for reasons "NaN" and "Inf", which are decided without it)
+    band: float  #: δ, the most a correct kernel in the precision can differ (0 in a fully masked row)
+    ulps: float  #: |got - exact| in ulps of the storage format
+    reason: str  #: "outside band", "NaN", "Inf", "masked row not zero", "NaN in a fully masked row"
+
+    def describe(self) -> str:
+        if self.reason in ("NaN", "Inf"):  # no exact value or band was needed to decide
+            return f"index {self.index}: {self.reason}, got {_number(self.got)}"
+        return (f"index {self.index}: {self.reason}, got {_number(self.got)}, exact {_number(self.exact)}, "
+                f"band {_number(self.band)}, {_number(self.ulps)} ulps")
+
+
+def _number(x: float) -> str:
+    return f"{x:.9g}"
+
+
+@dataclasses.dataclass
+class Report:
+    """What check_attention found. ``bool(report)`` is ``report.passed``."""
+
+    passed: bool
+    failures: list  #: Failure, worst first (at most 100 kept; failure_count counts all)
+    failure_count: int
+    max_band_usage: float  #: max |got - exact| / band over certified elements
+    mean_band_usage: float
+    usage_histogram: list  #: 0, then decades [1e-12, 1e-11) .. [0.1, 1], then > 1
+    rows_checked: int  #: rows (batch item, query head, query) certified against the oracle
+    rows_total: int
+    elements_certified: int
+    elements_total: int
+    capped_rows: int  #: rows whose enclosure stayed wider than band/1000 at the precision cap
+    max_plain_ratio: float  #: error / a plain same-precision computation's error (not deciding)
+    mean_plain_ratio: float
+    precision: str
+    seed: int
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    @property
+    def worst(self):
+        """The worst Failure, or None."""
+        return self.failures[0] if self.failures else None
+
+    def __str__(self) -> str:
+        if self.passed:
+            verdict = f"attncheck: passed ({self.precision})"
+        else:
+            verdict = (f"attncheck: FAILED ({self.precision}): {self.failure_count} of {self.elements_total} elements; "
+                       f"worst at {self.worst.describe()}")
+        coverage = (f"{self.rows_checked} of {self.rows_total} rows certified (seed {self.seed}, "
+                    f"{self.elements_certified} elements); every element checked finite and masked rows zero")
+        capped = f"; {self.capped_rows} row(s) at the precision cap" if self.capped_rows else ""
+        return (f"{verdict}\nband usage max {_number(self.max_band_usage)}, mean {_number(self.mean_band_usage)}; "
+                f"{coverage}{capped}")
+
+    def to_json(self, **dumps_options) -> str:
+        """The report as strict JSON (NaN and infinities as the strings "NaN", "Infinity", "-Infinity")."""
+        data = dataclasses.asdict(self)
+        data["failures"] = [f._asdict() for f in self.failures]
+        return json.dumps(_encode(data), allow_nan=False, **dumps_options)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Report":
+        """The report to_json wrote."""
+        data = json.loads(text)
+        for field in _FLOAT_FIELDS:
+            data[field] = _decode(data[field])
+        data["failures"] = [
+            Failure(**{**f, "index": tuple(f["index"]), **{k: _decode(f[k]) for k in ("got", "exact", "band", "ulps")}})
+            for f in data["failures"]
+        ]
+        return cls(**data)
+
+    @classmethod
+    def _from_native(cls, native: dict, index_of, elements_total: int, precision: str, seed: int) -> "Report":
+        failures = []
+        for index, got, lo, hi, band, ulps, _usage, reason in native["failures"]:
+            exact = lo + (hi - lo) / 2 if math.isfinite(lo) and math.isfinite(hi) else lo
+            if reason in ("NaN", "Inf"):  # decided without the oracle: no exact value or band
+                exact, band = math.nan, math.nan
+            failures.append(Failure(index_of(index), got, exact, band, ulps, reason))
+        return cls(passed=native["passed"], failures=failures, failure_count=native["failure_count"],
+                   max_band_usage=native["max_band_usage"], mean_band_usage=native["mean_band_usage"],
+                   usage_histogram=list(native["usage_histogram"]), rows_checked=native["rows_checked"],
+                   rows_total=native["rows_total"], elements_certified=native["elements_certified"],
+                   elements_total=elements_total, capped_rows=native["capped_rows"],
+                   max_plain_ratio=native["max_plain_ratio"], mean_plain_ratio=native["mean_plain_ratio"],
+                   precision=precision, seed=seed)
+
+
+_SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _encode(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+    if isinstance(x, dict):
+        return {k: _encode(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_encode(v) for v in x]
+    return x
+
+
+_FLOAT_FIELDS = ("max_band_usage", "mean_band_usage", "max_plain_ratio", "mean_plain_ratio")
+
+
+def _decode(x) -> float:
+    return _SPECIAL[x] if isinstance(x, str) else float(x)

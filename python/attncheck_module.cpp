@@ -1,0 +1,137 @@
+// _attncheck: the thin C++ side of the Python package. It takes float64 arrays the Python layer has
+// already shaped to [B, H, L, E] (every fp64/fp32/fp16/bf16 value is exactly a double), builds a
+// TensorProblem, validates it (its error names the argument: ValueError) and certifies the output
+// with certify_tensor, without the GIL. Everything else (torch tensors, dtypes, keyword
+// arguments, the report object) is Python (python/attncheck/).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tensor.hpp"
+#include "tensor_band.hpp"
+#include "tensor_certify.hpp"
+
+namespace py = pybind11;
+using attn::verify::Causal;
+using attn::verify::TensorMask;
+using attn::verify::TensorProblem;
+
+namespace {
+
+using Array = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+// The four dimensions of a rank-4 array; ValueError naming `name` otherwise.
+std::vector<std::size_t> shape4(const Array& array, const char* name) {
+  if (array.ndim() != 4) throw py::value_error(std::string(name) + ": expected rank 4 after reshaping");
+  return {static_cast<std::size_t>(array.shape(0)), static_cast<std::size_t>(array.shape(1)),
+          static_cast<std::size_t>(array.shape(2)), static_cast<std::size_t>(array.shape(3))};
+}
+
+std::vector<double> values_of(const Array& array) { return {array.data(), array.data() + array.size()}; }
+
+void require(bool condition, const std::string& message) {
+  if (!condition) throw py::value_error(message);
+}
+
+// The problem of one call; the Python layer has checked the shapes, this checks them again so
+// that no call of this function can read outside an array.
+TensorProblem make_problem(const Array& query, const Array& key, const Array& value, const std::optional<Array>& mask,
+                           const std::string& mask_kind, const std::string& causal, std::optional<double> scale,
+                           const std::vector<std::size_t>& key_lengths, attn::verify::DType dtype) {
+  const auto q = shape4(query, "query"), k = shape4(key, "key"), v = shape4(value, "value");
+  require(k[0] == q[0] && k[3] == q[3], "key: shape must be [B, Hkv, S, E] with the query's B and E");
+  require(v[0] == q[0] && v[1] == k[1] && v[2] == k[2], "value: shape must be [B, Hkv, S, Ev] with the key's B, Hkv, S");
+  TensorProblem p;
+  p.batch = q[0], p.q_heads = q[1], p.L = q[2], p.E = q[3];
+  p.kv_heads = k[1], p.S = k[2], p.Ev = v[3];
+  p.dtype = dtype;
+  p.query = values_of(query), p.key = values_of(key), p.value = values_of(value);
+  p.scale = scale;
+  if (mask_kind == "boolean" || mask_kind == "additive") {
+    require(mask.has_value(), "attn_mask: missing");
+    p.mask_kind = mask_kind == "boolean" ? TensorMask::boolean : TensorMask::additive;
+    for (py::ssize_t d = 0; d < mask->ndim(); ++d) p.mask_shape.push_back(static_cast<std::size_t>(mask->shape(d)));
+    p.mask = values_of(*mask);
+  } else {
+    require(mask_kind == "none" && !mask.has_value(), "attn_mask: kind must be none, boolean or additive");
+  }
+  if (causal == "top-left") {
+    p.causal = Causal::top_left;
+  } else if (causal == "bottom-right") {
+    p.causal = Causal::bottom_right;
+  } else {
+    require(causal == "none", "causal_alignment: must be \"top-left\" or \"bottom-right\"");
+  }
+  p.key_lengths = key_lengths;
+  return p;
+}
+
+py::tuple failure_tuple(const attn::verify::TensorFailure& f) {
+  return py::make_tuple(py::make_tuple(f.index[0], f.index[1], f.index[2], f.index[3]), f.got, f.exact.lo, f.exact.hi,
+                        f.band, f.ulps, f.usage, f.reason);
+}
+
+py::dict certify(const Array& out, const Array& query, const Array& key, const Array& value,
+                 const std::optional<Array>& mask, const std::string& mask_kind, const std::string& causal,
+                 std::optional<double> scale, const std::vector<std::size_t>& key_lengths,
+                 const std::string& precision, std::optional<double> exp_ulps, std::optional<bool> weights_in_storage,
+                 std::optional<std::size_t> rows, std::uint64_t seed, std::size_t max_failures) {
+  auto arithmetic = attn::verify::arithmetic_profile(precision);
+  if (!arithmetic) throw py::value_error("precision: " + arithmetic.error().message);
+  attn::verify::CertifyOptions options;
+  options.arithmetic = arithmetic.value();
+  if (exp_ulps) {
+    require(*exp_ulps >= 0 && *exp_ulps < 1e6, "exp_ulps: must be in [0, 1e6)");
+    options.arithmetic.exp_ulps = *exp_ulps;
+  }
+  if (weights_in_storage) options.arithmetic.weights_in_storage = *weights_in_storage;
+  options.rows = rows;
+  options.seed = seed;
+  options.max_failures = max_failures;
+  const TensorProblem problem =
+      make_problem(query, key, value, mask, mask_kind, causal, scale, key_lengths, options.arithmetic.storage);
+  if (auto ok = attn::verify::validate(problem); !ok) throw py::value_error(ok.error().message);
+  const auto o = shape4(out, "out");
+  require(o[0] == problem.batch && o[1] == problem.q_heads && o[2] == problem.L && o[3] == problem.Ev,
+          "out: shape must be [B, Hq, L, Ev] of query and value");
+  const std::vector<double> output = values_of(out);
+  attn::verify::TensorReport report;
+  {
+    const py::gil_scoped_release release;
+    report = attn::verify::certify_tensor(problem, output, options);
+  }
+  py::list failures;
+  for (const auto& f : report.failures) failures.append(failure_tuple(f));
+  py::dict result;
+  result["passed"] = report.passed;
+  result["failures"] = failures;
+  result["failure_count"] = report.failure_count;
+  result["max_band_usage"] = report.max_band_usage;
+  result["mean_band_usage"] = report.mean_band_usage;
+  result["usage_histogram"] = report.usage_histogram;
+  result["rows_checked"] = report.rows_checked;
+  result["rows_total"] = report.rows_total;
+  result["elements_certified"] = report.elements_certified;
+  result["capped_rows"] = report.capped_rows;
+  result["max_plain_ratio"] = report.max_plain_ratio;
+  result["mean_plain_ratio"] = report.mean_plain_ratio;
+  result["summary"] = report.summary();
+  return result;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_attncheck, m) {
+  m.doc() = "attncheck's C++ certification (use the attncheck package, not this module)";
+  m.def("certify", &certify, py::arg("out"), py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(),
+        py::arg("mask"), py::arg("mask_kind"), py::arg("causal"), py::arg("scale"), py::arg("key_lengths"),
+        py::arg("precision"), py::arg("exp_ulps"), py::arg("weights_in_storage"), py::arg("rows"), py::arg("seed"),
+        py::arg("max_failures") = 100,
+        "Certifies out ([B, Hq, L, Ev]) for query/key/value ([B, H, *, *]), float64 arrays holding exact values; "
+        "returns the report as a dict. ValueError names the argument at fault.");
+}

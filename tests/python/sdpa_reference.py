@@ -1,0 +1,34 @@
+"""A straightforward numpy SDPA (PyTorch 2.x semantics) in a chosen precision: the "user kernel" of the tests."""
+
+import numpy as np
+
+
+def sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False,
+         causal_alignment="top-left", compute=None):
+    """softmax(Q·Kᵀ·scale + mask)·V with the max shift, computed in `compute` (default: the inputs' dtype).
+
+    A row with no key taking part is zero (PyTorch >= 2.5's convention).
+    """
+    dtype = query.dtype
+    compute = np.dtype(compute or (np.float32 if dtype == np.float16 else dtype))
+    q, k, v = (np.asarray(x, dtype=compute) for x in (query, key, value))
+    if enable_gqa and q.ndim == 4 and k.shape[1] != q.shape[1]:
+        group = q.shape[1] // k.shape[1]
+        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    factor = compute.type(1 / np.sqrt(q.shape[-1]) if scale is None else scale)
+    scores = (q @ np.swapaxes(k, -1, -2)) * factor
+    L, S = scores.shape[-2], scores.shape[-1]
+    keep = np.ones((L, S), dtype=bool)
+    if is_causal:
+        offset = 0 if causal_alignment == "top-left" else S - L
+        keep = np.tril(keep, k=offset)
+    scores = np.where(keep, scores, -np.inf)
+    if attn_mask is not None:
+        mask = np.asarray(attn_mask)
+        scores = np.where(mask, scores, -np.inf) if mask.dtype == bool else scores + mask.astype(compute)
+    top = scores.max(axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, compute.type(0))
+    weights = np.exp(scores - top)
+    total = weights.sum(axis=-1, keepdims=True)
+    weights = np.where(total > 0, weights / np.where(total > 0, total, compute.type(1)), compute.type(0))
+    return (weights @ v).astype(dtype)

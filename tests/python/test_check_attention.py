@@ -1,0 +1,214 @@
+"""check_attention and assert_attention_close: verdicts, dtypes, argument errors, the report."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import attncheck
+from sdpa_reference import sdpa
+
+
+def random_problem(dtype=np.float32, shape=(2, 3, 5, 8), S=7, Ev=4, seed=0):
+    rng = np.random.default_rng(seed)
+    B, H, L, E = shape
+    q = rng.standard_normal((B, H, L, E)).astype(dtype)
+    k = rng.standard_normal((B, H, S, E)).astype(dtype)
+    v = rng.standard_normal((B, H, S, Ev)).astype(dtype)
+    return q, k, v
+
+
+@pytest.mark.parametrize("dtype,precision", [(np.float64, "fp64"), (np.float32, "fp32"), (np.float16, "fp16")])
+def test_correct_kernel_passes_in_each_numpy_dtype(dtype, precision):
+    q, k, v = random_problem(dtype)
+    report = attncheck.check_attention(sdpa(q, k, v), q, k, v)
+    assert report.passed and bool(report)
+    assert report.precision == precision
+    assert report.failures == [] and report.failure_count == 0
+    assert 0 <= report.max_band_usage <= 1
+    assert report.rows_checked == report.rows_total == 2 * 3 * 5
+
+
+def test_one_element_off_by_1e_3_relative_fails_naming_it():
+    q, k, v = random_problem(np.float32)
+    out = sdpa(q, k, v)
+    out[1, 2, 3, 1] *= np.float32(1 + 1e-3)
+    report = attncheck.check_attention(out, q, k, v)
+    assert not report.passed
+    assert report.failure_count == 1
+    worst = report.worst
+    assert worst.index == (1, 2, 3, 1) and worst.reason == "outside band"
+    assert worst.got == float(out[1, 2, 3, 1])
+    assert abs(worst.exact - worst.got) > worst.band > 0
+    assert report.max_band_usage > 1
+    with pytest.raises(AssertionError, match=r"index \(1, 2, 3, 1\): outside band, got .* exact .* band .* ulps"):
+        attncheck.assert_attention_close(out, q, k, v)
+
+
+def test_torch_tensors_including_bfloat16_and_autograd():
+    q, k, v = (torch.from_numpy(x) for x in random_problem(np.float32))
+    q.requires_grad_(True)
+    out = torch.from_numpy(sdpa(q.detach().numpy(), k.numpy(), v.numpy()))
+    assert attncheck.check_attention(out, q, k, v).precision == "fp32"
+    qb, kb, vb = q.detach().bfloat16(), k.bfloat16(), v.bfloat16()
+    # The exact result for the bf16 inputs, computed in fp64 and rounded once to bf16: passes bf16.
+    exact = sdpa(qb.double().numpy(), kb.double().numpy(), vb.double().numpy())
+    report = attncheck.check_attention(torch.from_numpy(exact).bfloat16(), qb, kb, vb)
+    assert report.passed and report.precision == "bf16"
+    wrong = torch.from_numpy(exact).bfloat16()
+    wrong[0, 0, 0, 0] += 0.25
+    assert attncheck.check_attention(wrong, qb, kb, vb).worst.index == (0, 0, 0, 0)
+
+
+def test_rank_3_and_rank_2_inputs_report_indices_in_the_callers_rank():
+    q, k, v = random_problem(np.float64, shape=(2, 1, 5, 8))
+    q3, k3, v3 = q[:, 0], k[:, 0], v[:, 0]
+    out = sdpa(q3, k3, v3)
+    out[1, 4, 2] += 1e-6
+    assert attncheck.check_attention(out, q3, k3, v3).worst.index == (1, 4, 2)
+    out2 = sdpa(q3[0], k3[0], v3[0])
+    out2[3, 0] = np.nan
+    report = attncheck.check_attention(out2, q3[0], k3[0], v3[0])
+    assert report.worst.index == (3, 0) and report.worst.reason == "NaN"
+
+
+def test_masks_causal_gqa_and_key_lengths():
+    rng = np.random.default_rng(1)
+    q, k, v = random_problem(np.float32, shape=(2, 4, 6, 8), S=9)
+    k, v = k[:, :2], v[:, :2]
+    mask = rng.random((6, 9)) < 0.7
+    mask[:, 0] = True
+    out = sdpa(q, k, v, attn_mask=mask, enable_gqa=True)
+    assert attncheck.check_attention(out, q, k, v, attn_mask=mask, enable_gqa=True).passed
+    additive = np.where(mask, rng.standard_normal((6, 9)), -np.inf).astype(np.float32)
+    out = sdpa(q, k, v, attn_mask=additive, enable_gqa=True)
+    assert attncheck.check_attention(out, q, k, v, attn_mask=additive, enable_gqa=True).passed
+    for alignment in ("top-left", "bottom-right"):
+        out = sdpa(q, k, v, is_causal=True, causal_alignment=alignment, enable_gqa=True)
+        assert attncheck.check_attention(out, q, k, v, is_causal=True, causal_alignment=alignment,
+                                         enable_gqa=True).passed
+    # Bottom-right output judged as top-left: the rows differ, attncheck says so.
+    out = sdpa(q, k, v, is_causal=True, causal_alignment="bottom-right", enable_gqa=True)
+    assert not attncheck.check_attention(out, q, k, v, is_causal=True, enable_gqa=True).passed
+    padding = np.zeros((2, 1, 1, 9), dtype=bool)
+    padding[0, ..., :4] = padding[1, ..., :9] = True
+    out = sdpa(q, k, v, attn_mask=padding, enable_gqa=True)
+    assert attncheck.check_attention(out, q, k, v, key_lengths=[4, 9], enable_gqa=True).passed
+
+
+def test_fully_masked_row_must_be_zero_and_nan_there_is_reported():
+    q, k, v = random_problem(np.float32, shape=(1, 2, 4, 8), S=5)
+    mask = np.ones((4, 5), dtype=bool)
+    mask[2] = False
+    out = sdpa(q, k, v, attn_mask=mask)
+    assert np.all(out[:, :, 2] == 0)
+    assert attncheck.check_attention(out, q, k, v, attn_mask=mask).passed
+    out[0, 1, 2, :] = np.nan
+    report = attncheck.check_attention(out, q, k, v, attn_mask=mask)
+    assert report.failure_count == 4
+    assert {f.index for f in report.failures} == {(0, 1, 2, c) for c in range(4)}
+    assert {f.reason for f in report.failures} == {"NaN in a fully masked row"}
+
+
+def test_scale_is_a_multiplier():
+    q, k, v = random_problem(np.float64)
+    out = sdpa(q, k, v, scale=0.3)
+    assert attncheck.check_attention(out, q, k, v, scale=0.3).passed
+    assert not attncheck.check_attention(out, q, k, v).passed
+
+
+def test_rows_samples_and_seed_replays():
+    q, k, v = random_problem(np.float32, shape=(2, 4, 32, 8), S=16)
+    out = sdpa(q, k, v)
+    report = attncheck.check_attention(out, q, k, v, rows=10, seed=5)
+    assert report.passed and report.rows_checked == 10 and report.rows_total == 256
+    assert report.elements_total == out.size
+
+
+def test_precision_refinements():
+    q, k, v = random_problem(np.float16)
+    out = sdpa(q, k, v)
+    assert attncheck.check_attention(out, q, k, v, precision="fp16", exp_ulps=4, weights_in_storage=False).passed
+    # fp16 inputs are exact in fp32, so an fp32 output of the same call is judged in fp32.
+    out32 = sdpa(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32))
+    assert attncheck.check_attention(out32, q, k, v).precision == "fp32"
+
+
+def test_report_str_and_json_round_trip():
+    q, k, v = random_problem(np.float32)
+    out = sdpa(q, k, v)
+    out[0, 0, 0, 0] = np.inf
+    out[0, 1, 0, 0] = np.nan
+    out[1, 0, 0, 3] += 0.01
+    report = attncheck.check_attention(out, q, k, v)
+    text = str(report)
+    assert text.startswith("attncheck: FAILED (fp32): 3 of 120 elements") and "rows certified" in text
+    data = json.loads(report.to_json())  # strict JSON: no NaN or Infinity tokens
+    assert data["passed"] is False and len(data["failures"]) == 3
+    assert {f["reason"] for f in data["failures"]} == {"NaN", "Inf", "outside band"}
+    again = attncheck.Report.from_json(report.to_json())
+    assert again.to_json() == report.to_json()
+    assert [f.index for f in again.failures] == [f.index for f in report.failures]
+    assert math.isnan(next(f.got for f in again.failures if f.reason == "NaN"))
+    passed = attncheck.check_attention(sdpa(q, k, v), q, k, v)
+    assert attncheck.Report.from_json(passed.to_json()) == passed
+
+
+ARGUMENT_ERRORS = [
+    # (keyword changes, positional changes, error type, the argument the message must name)
+    ({}, {"query": [[1.0]]}, TypeError, "query"),
+    ({}, {"key": np.zeros((2, 3, 7, 8), dtype=np.int32)}, TypeError, "key"),
+    ({}, {"value": np.zeros((2, 3, 7, 4), dtype=np.float64)}, TypeError, "value"),
+    ({}, {"key": np.zeros((2, 3, 7, 6), dtype=np.float32)}, ValueError, "key"),
+    ({}, {"value": np.zeros((2, 3, 6, 4), dtype=np.float32)}, ValueError, "value"),
+    ({}, {"out": np.zeros((2, 3, 5, 5), dtype=np.float32)}, ValueError, "out"),
+    ({}, {"query": np.zeros((1, 2, 3, 5, 8), dtype=np.float32)}, ValueError, "query: rank must be 2, 3 or 4"),
+    ({}, {"query": np.zeros((8,), dtype=np.float32)}, ValueError, "query: rank must be 2, 3 or 4"),
+    ({}, {"key": np.zeros((2, 1, 7, 8), dtype=np.float32), "value": np.zeros((2, 1, 7, 4), dtype=np.float32)},
+     ValueError, "enable_gqa"),
+    ({"enable_gqa": True}, {"key": np.zeros((2, 2, 7, 8), dtype=np.float32),
+                            "value": np.zeros((2, 2, 7, 4), dtype=np.float32)}, ValueError, "key"),
+    ({"attn_mask": np.ones((5, 6), dtype=bool)}, {}, ValueError, "attn_mask"),
+    ({"attn_mask": np.ones((5, 7), dtype=np.int64)}, {}, TypeError, "attn_mask"),
+    ({"attn_mask": np.full((5, 7), 0.1, dtype=np.float64)}, {}, ValueError, "attn_mask"),
+    ({"attn_mask": np.full((5, 7), np.nan, dtype=np.float32)}, {}, ValueError, "attn_mask"),
+    ({"is_causal": 1}, {}, TypeError, "is_causal"),
+    ({"is_causal": True, "causal_alignment": "lower-right"}, {}, ValueError, "causal_alignment"),
+    ({"scale": "0.5"}, {}, TypeError, "scale"),
+    ({"scale": float("inf")}, {}, ValueError, "scale"),
+    ({"key_lengths": [3]}, {}, ValueError, "key_lengths"),
+    ({"key_lengths": [3, 8]}, {}, ValueError, "key_lengths"),
+    ({"key_lengths": [3, -1]}, {}, ValueError, "key_lengths"),
+    ({"key_lengths": 3}, {}, TypeError, "key_lengths"),
+    ({"precision": "fp8"}, {}, ValueError, "precision"),
+    ({"precision": "fp16"}, {}, ValueError, "query"),
+    ({"exp_ulps": -1.0}, {}, ValueError, "exp_ulps"),
+    ({"weights_in_storage": "yes"}, {}, TypeError, "weights_in_storage"),
+    ({"rows": 0}, {}, ValueError, "rows"),
+    ({"rows": 2.5}, {}, TypeError, "rows"),
+    ({"seed": -1}, {}, ValueError, "seed"),
+]
+
+
+@pytest.mark.parametrize("keywords,positional,error,argument", ARGUMENT_ERRORS)
+def test_wrong_arguments_raise_naming_the_argument(keywords, positional, error, argument):
+    q, k, v = random_problem(np.float32)
+    args = {"out": sdpa(q, k, v), "query": q, "key": k, "value": v, **positional}
+    with pytest.raises(error, match=argument):
+        attncheck.check_attention(args["out"], args["query"], args["key"], args["value"], **keywords)
+
+
+def test_non_finite_inputs_are_value_errors():
+    q, k, v = random_problem(np.float32)
+    out = sdpa(q, k, v)
+    k[0, 0, 0, 0] = np.inf
+    with pytest.raises(ValueError, match="key: element 0 is not finite"):
+        attncheck.check_attention(out, q, k, v)
+
+
+def test_keywords_after_the_tensors_only():
+    q, k, v = random_problem(np.float32)
+    with pytest.raises(TypeError):
+        attncheck.check_attention(sdpa(q, k, v), q, k, v, None)

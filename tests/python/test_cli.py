@@ -1,0 +1,77 @@
+"""python3 -m attncheck check: exit 0 pass, 1 fail (naming the element), 2 usage, 3 bad input."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+
+def run(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "attncheck", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.fixture()
+def files(tmp_path):
+    """q, k, v and PyTorch 1.13's fp32 output for them, written by numpy.save."""
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 6, 8, generator=generator) for _ in range(3))
+    mask = torch.rand(6, 6, generator=generator) < 0.8
+    mask[:, 0] = True
+    out, _ = torch.nn.functional._scaled_dot_product_attention(q, k, v, mask, 0.0, False, False)
+    for name, tensor in {"q": q, "k": k, "v": v, "o": out, "m": mask}.items():
+        np.save(tmp_path / f"{name}.npy", tensor.numpy())
+    return tmp_path
+
+
+ARGS = ["check", "--query", "q.npy", "--key", "k.npy", "--value", "v.npy", "--out", "o.npy", "--attn-mask", "m.npy"]
+
+
+def test_pytorch_fp32_output_passes_and_writes_json(files):
+    result = run(*ARGS, "--json", "report.json", cwd=files)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("attncheck: passed (fp32)") and result.stderr == ""
+    assert json.loads((files / "report.json").read_text())["passed"] is True
+
+
+def test_one_element_changed_by_1e_3_relative_fails_naming_it(files):
+    out = np.load(files / "o.npy")
+    out[0, 1, 4, 5] *= np.float32(1 + 1e-3)
+    np.save(files / "o.npy", out)
+    result = run(*ARGS, cwd=files)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1
+    assert "worst at index (0, 1, 4, 5): outside band, got" in result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    [],
+    ["verify"],
+    ["check", "--query", "q.npy"],
+    ARGS + ["--precision", "fp8"],
+    ARGS + ["--rows", "0"],
+    ARGS + ["--causal-alignment", "middle"],
+    ARGS + ["--key-lengths", "a,b"],
+])
+def test_usage_errors_exit_2_with_one_line(files, args):
+    result = run(*args, cwd=files)
+    assert result.returncode == 2
+    assert result.stderr.startswith("attncheck: usage:") and result.stderr.count("\n") == 1
+
+
+def test_bad_input_exits_3_with_one_line(files):
+    (files / "broken.npy").write_bytes(b"not an npy file")
+    np.save(files / "short.npy", np.zeros((1, 2, 6, 7), dtype=np.float32))
+    for args, reason in [
+        (["--query", "missing.npy"], "missing.npy"),
+        (["--key", "broken.npy"], "broken.npy"),
+        (["--out", "short.npy"], "out: shape [1, 2, 6, 7] should be [1, 2, 6, 8]"),
+        (["--key-lengths", "3,4"], "key_lengths"),
+        (["--json", "no/such/dir/r.json"], "no/such/dir/r.json"),
+    ]:
+        result = run(*ARGS, *args, cwd=files)
+        assert result.returncode == 3, (args, result.stderr)
+        assert reason in result.stderr and result.stderr.count("\n") == 1, result.stderr
