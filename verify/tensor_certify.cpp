@@ -7,9 +7,11 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
+#include "double_interval.hpp"
 #include "mpfr.hpp"
 
 // Verdict. The oracle encloses each exact value y in [m - r, m + r]; the kernel's value x fails
@@ -25,14 +27,15 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kDecades = 12;  // histogram bins as in report_svg.cpp: 0, 1e-12 .. 1, > 1
 
 // Upper bound of |a - b| and of a - b for doubles: round to nearest, then one step outwards.
-double up(double x) { return std::nextafter(x, kInf); }
-double down(double x) { return std::nextafter(x, -kInf); }
+double up(double x) { return next_up(x); }
+double down(double x) { return next_down(x); }
 
 // What one row contributes to the report; merged in row order so threads do not change the result.
 struct RowOutcome {
   std::vector<TensorFailure> failures;
   std::vector<double> usages, plain_ratios;
   bool capped = false;
+  bool fast = false;
   bool certified = false;
 };
 
@@ -97,17 +100,21 @@ void cheap_checks(const TensorProblem& p, std::span<const double> output, std::s
 // The exact check of one row with keys: enclose, band, refine to δ/1000, judge every element.
 void certify_row(const TensorProblem& p, std::span<const double> output, std::size_t row, const RowBands& bands,
                  DType compute, RowOutcome& outcome) {
-  RowEnclosure enclosure = enclose_row(p, row, 64);
+  // The fast double pass first; MPFI (from 64 bits) only when it is out of range or too wide.
+  std::optional<RowEnclosure> fast = enclose_row_fast(p, row);
+  const bool had_fast = fast.has_value();
+  RowEnclosure enclosure = had_fast ? std::move(*fast) : enclose_row(p, row, 64);
   std::vector<double> band = bands(row, enclosure);
   std::vector<double> targets(p.Ev);
   for (std::size_t c = 0; c < p.Ev; ++c) targets[c] = band[c] / 1000;
   bool narrow = true;
   for (std::size_t c = 0; c < p.Ev; ++c) narrow = narrow && 2 * enclosure.fine[c].radius <= targets[c];
   if (!narrow) {
-    enclosure = enclose_row(p, row, targets, {128, 1024});
+    enclosure = enclose_row(p, row, targets, {had_fast ? 64 : 128, 1024, false});
     band = bands(row, enclosure);  // from the tighter enclosure; each is rigorous
   }
   outcome.capped = enclosure.capped;
+  outcome.fast = enclosure.fast;
   outcome.certified = true;
   const std::vector<double> plain = plain_row(p, row, compute);
   const RowIndex r = row_index(p, row);
@@ -156,18 +163,18 @@ RowTerms band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure&
     t.abs_bias.push_back(std::fabs(additive_bias(p, r.b, r.h, r.i, e.keys[k])));
     t.weight.push_back(e.weights[k].hi);
   }
-  t.abs_v_minus_y.resize(p.Ev);
-  for (std::size_t c = 0; c < p.Ev; ++c) {
-    const Interval y = e.out[c];
-    double v_max = 0;
-    for (std::size_t k = 0; k < t.keys; ++k) {
-      const double v = p.value[tensor_index(p, p.kv_heads, p.S, p.Ev, r.b, kv, e.keys[k], c)];
-      t.abs_v_minus_y[c].push_back(up(std::max(std::fabs(v - y.lo), std::fabs(v - y.hi))));
-      v_max = std::max(v_max, std::fabs(v));
+  // Key-major, as the values are stored (v_j is Ev contiguous doubles in either layout).
+  t.abs_v_minus_y.assign(p.Ev, std::vector<double>(t.keys));
+  t.abs_v_max.assign(p.Ev, 0.0);
+  for (std::size_t k = 0; k < t.keys; ++k) {
+    const double* v = p.value.data() + tensor_index(p, p.kv_heads, p.S, p.Ev, r.b, kv, e.keys[k], 0);
+    for (std::size_t c = 0; c < p.Ev; ++c) {
+      const Interval y = e.out[c];
+      t.abs_v_minus_y[c][k] = up(std::max(std::fabs(v[c] - y.lo), std::fabs(v[c] - y.hi)));
+      t.abs_v_max[c] = std::max(t.abs_v_max[c], std::fabs(v[c]));
     }
-    t.abs_v_max.push_back(v_max);
-    t.abs_y.push_back(std::max(std::fabs(y.lo), std::fabs(y.hi)));
   }
+  for (std::size_t c = 0; c < p.Ev; ++c) t.abs_y.push_back(std::max(std::fabs(e.out[c].lo), std::fabs(e.out[c].hi)));
   return t;
 }
 
@@ -222,6 +229,7 @@ TensorReport certify_tensor(const TensorProblem& p, std::span<const double> outp
     RowOutcome& o = outcomes[row];
     report.rows_checked += certify[row] ? 1 : 0;
     report.capped_rows += o.capped ? 1 : 0;
+    report.fast_rows += o.fast ? 1 : 0;
     report.failure_count += o.failures.size();
     for (TensorFailure& f : o.failures) report.failures.push_back(std::move(f));
     for (double u : o.usages) {
