@@ -11,7 +11,7 @@
 // Error bounds. Round-to-nearest double: fl(a ∘ b) = (a ∘ b)(1 + δ) + η, |δ| <= u = 2^-53,
 // |η| <= 2^-1075, δη = 0, and η = 0 for + and - (a sum below 2^-1022 is exact) (Higham, §2.1).
 //
-// Sums of products (product_sum_error). n products rounded once each, then added in any order:
+// Sums of products (ProductSumBound). n products rounded once each, then added in any order:
 // every term passes through at most n - 1 additions (a leaf of a binary tree with n leaves is at
 // depth <= n - 1; adding to an initial 0 is exact), so the computed ŝ = Σ (x_i y_i (1 + θ_n) + η_i
 // (1 + θ_{n-1})) and |ŝ - Σ x_i y_i| <= γ_n A + n·2^-1074 with A = Σ |x_i y_i| (1 + γ_n < 2).
@@ -106,16 +106,11 @@ double gamma_of(double n) {
   return next_up(nu / (1 - nu) * kRoundingSafety);
 }
 
-double product_abs_sum_upper(std::size_t n, double computed_abs_sum) {
+ProductSumBound::ProductSumBound(std::size_t n) {
   const double count = static_cast<double>(n);
-  const double underflow = count * std::numeric_limits<double>::denorm_min();  // exact
-  return next_up((computed_abs_sum + underflow) * (1 + gamma_of(2 * count)) * kRoundingSafety);
-}
-
-double product_sum_error(std::size_t n, double computed_abs_sum) {
-  const double count = static_cast<double>(n);
-  const double underflow = count * std::numeric_limits<double>::denorm_min();  // exact
-  return next_up((gamma_of(count) * product_abs_sum_upper(n, computed_abs_sum) + underflow) * kRoundingSafety);
+  underflow_ = count * std::numeric_limits<double>::denorm_min();  // exact
+  abs_factor_ = next_up((1 + gamma_of(2 * count)) * kRoundingSafety);
+  gamma_ = gamma_of(count);
 }
 
 Interval exp_enclosure(double x) {

@@ -36,6 +36,11 @@ inline constexpr double kRoundingSafety = 1 + 0x1p-20;
 /// The smallest double above x.
 [[nodiscard]] inline double next_up(double x) { return -next_down(-x); }
 
+/// A double >= next_up(x) for finite x >= 0, without branches (so loops over it vectorize):
+/// x·(1 + 2^-51) rounds to at least x + ulp(x) for a normal x, and to x or above for a subnormal
+/// one, where adding 2^-1074 is exact.
+[[nodiscard]] inline double up_bound(double x) { return x * (1 + 0x1p-51) + std::numeric_limits<double>::denorm_min(); }
+
 /// [a.lo + b.lo, a.hi + b.hi], outwards.
 [[nodiscard]] inline Interval add(Interval a, Interval b) { return {next_down(a.lo + b.lo), next_up(a.hi + b.hi)}; }
 
@@ -51,13 +56,27 @@ inline constexpr double kRoundingSafety = 1 + 0x1p-20;
 /// 2nd ed., Lemma 3.1), rounded upwards; +inf when n·u >= 1/2.
 [[nodiscard]] double gamma_of(double n);
 
-/// A bound on |computed - exact| for a sum of n products x_i·y_i of doubles evaluated in
-/// round-to-nearest double, in any order, FMA or not, given the computed Σ |fl(x_i·y_i)| (any
-/// order): γ_n·A + n·2^-1075 with A the exact Σ |x_i y_i|, bounded from `computed_abs_sum`.
-[[nodiscard]] double product_sum_error(std::size_t n, double computed_abs_sum);
+/// Bounds for a sum of n products x_i·y_i of doubles evaluated in round-to-nearest double, in any
+/// order, FMA or not, from the computed Σ |fl(x_i·y_i)| (any order): the exact A = Σ |x_i y_i| and
+/// |computed - exact| <= γ_n·A + n·2^-1075 (derivation in double_interval.cpp).
+class ProductSumBound {
+ public:
+  /// For sums of n terms.
+  explicit ProductSumBound(std::size_t n);
+  /// An upper bound of the exact Σ |x_i y_i|.
+  [[nodiscard]] double abs_upper(double computed_abs_sum) const {
+    return next_up((computed_abs_sum + underflow_) * abs_factor_);
+  }
+  /// An upper bound of |computed Σ x_i y_i - exact Σ x_i y_i|.
+  [[nodiscard]] double error(double computed_abs_sum) const {
+    return next_up((gamma_ * abs_upper(computed_abs_sum) + underflow_) * kRoundingSafety);
+  }
 
-/// An upper bound of the exact Σ |x_i y_i| from the computed one, as for product_sum_error.
-[[nodiscard]] double product_abs_sum_upper(std::size_t n, double computed_abs_sum);
+ private:
+  double underflow_ = 0;   // n·2^-1074, exact
+  double abs_factor_ = 0;  // (1 + γ_2n)·kRoundingSafety, rounded up
+  double gamma_ = 0;       // γ_n, rounded up
+};
 
 /// An enclosure of e^x for any double x: lo <= e^x <= hi. For x in [-708, 709] (a normal result)
 /// hi / lo - 1 < 2^-44. -inf gives [0, 0], x < -746 gives [0, 2^-1074], x > 709 gives [lo, +inf],

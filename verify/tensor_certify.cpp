@@ -85,8 +85,9 @@ TensorFailure failure_at(const TensorProblem& p, std::size_t row, std::size_t c,
 // The whole-tensor checks of one row: every element finite; a row without keys exactly ±0.
 void cheap_checks(const TensorProblem& p, std::span<const double> output, std::size_t row, bool empty,
                   RowOutcome& outcome) {
+  const std::size_t first = output_index(p, row, 0);  // the row's Ev outputs are contiguous
   for (std::size_t c = 0; c < p.Ev; ++c) {
-    const double got = output[output_index(p, row, c)];
+    const double got = output[first + c];
     if (std::isnan(got)) {
       outcome.failures.push_back(failure_at(p, row, c, got, empty ? "NaN in a fully masked row" : "NaN"));
     } else if (std::isinf(got)) {
@@ -163,15 +164,27 @@ RowTerms band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure&
     t.abs_bias.push_back(std::fabs(additive_bias(p, r.b, r.h, r.i, e.keys[k])));
     t.weight.push_back(e.weights[k].hi);
   }
-  // Key-major, as the values are stored (v_j is Ev contiguous doubles in either layout).
+  // |v_jc - y_c| for blocks of keys, key-major as the values are stored (v_j is Ev contiguous
+  // doubles in either layout), then written out per column (RowTerms is column-major).
   t.abs_v_minus_y.assign(p.Ev, std::vector<double>(t.keys));
   t.abs_v_max.assign(p.Ev, 0.0);
-  for (std::size_t k = 0; k < t.keys; ++k) {
-    const double* v = p.value.data() + tensor_index(p, p.kv_heads, p.S, p.Ev, r.b, kv, e.keys[k], 0);
+  std::vector<double> lo(p.Ev), hi(p.Ev);
+  for (std::size_t c = 0; c < p.Ev; ++c) lo[c] = e.out[c].lo, hi[c] = e.out[c].hi;
+  constexpr std::size_t kBlock = 8;
+  std::vector<double> block(kBlock * p.Ev);
+  for (std::size_t first = 0; first < t.keys; first += kBlock) {
+    const std::size_t count = std::min(kBlock, t.keys - first);
+    for (std::size_t b = 0; b < count; ++b) {
+      const double* v = p.value.data() + tensor_index(p, p.kv_heads, p.S, p.Ev, r.b, kv, e.keys[first + b], 0);
+      double* distance = block.data() + b * p.Ev;
+      for (std::size_t c = 0; c < p.Ev; ++c) {
+        distance[c] = up_bound(std::max(std::fabs(v[c] - lo[c]), std::fabs(v[c] - hi[c])));
+        t.abs_v_max[c] = std::max(t.abs_v_max[c], std::fabs(v[c]));
+      }
+    }
     for (std::size_t c = 0; c < p.Ev; ++c) {
-      const Interval y = e.out[c];
-      t.abs_v_minus_y[c][k] = up(std::max(std::fabs(v[c] - y.lo), std::fabs(v[c] - y.hi)));
-      t.abs_v_max[c] = std::max(t.abs_v_max[c], std::fabs(v[c]));
+      double* column = t.abs_v_minus_y[c].data() + first;
+      for (std::size_t b = 0; b < count; ++b) column[b] = block[b * p.Ev + c];
     }
   }
   for (std::size_t c = 0; c < p.Ev; ++c) t.abs_y.push_back(std::max(std::fabs(e.out[c].lo), std::fabs(e.out[c].hi)));

@@ -9,6 +9,7 @@
 #include <deque>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "double_interval.hpp"
@@ -234,6 +235,46 @@ double round_compute(DType compute, double x) {
   return round_to(compute, x);
 }
 
+// plain_row with numbers of type T (double, or float when every input and operation is one) and
+// every operation's result passed through `r` (rounding to the compute format).
+template <typename T, typename Round>
+std::vector<double> plain_row_in(const TensorProblem& p, std::size_t row, const Round& r) {
+  // Each operation in double, then rounded to `compute`: for + - * / and sqrt this is the correctly
+  // rounded result, since 53 >= 2p + 2 for p <= 24 (Figueroa, "When is double rounding
+  // innocuous?", SIGNUM Newsl. 30(3), 1995); exp is libm's, rounded once more. In float, each
+  // operation is that same correctly rounded result.
+  const RowIndex at = row_index(p, row);
+  const std::size_t kv = kv_head_of(p, at.h);
+  const DType compute = std::is_same_v<T, float> ? DType::fp32 : DType::fp64;
+  const T scale = static_cast<T>(
+      r(static_cast<T>(round_compute(compute, p.scale.value_or(1 / std::sqrt(static_cast<double>(p.E)))))));
+  const double* q = p.query.data() + tensor_index(p, p.q_heads, p.L, p.E, at.b, at.h, at.i, 0);
+  std::vector<const double*> values;  // v_j of each key taking part: Ev contiguous doubles
+  std::vector<T> scores;
+  for (std::size_t j = 0; j < p.S; ++j) {
+    if (!takes_part(p, at.b, at.h, at.i, j)) continue;
+    const double* k = p.key.data() + tensor_index(p, p.kv_heads, p.S, p.E, at.b, kv, j, 0);
+    T dot = 0;
+    for (std::size_t c = 0; c < p.E; ++c) dot = r(dot + r(static_cast<T>(q[c]) * static_cast<T>(k[c])));
+    values.push_back(p.value.data() + tensor_index(p, p.kv_heads, p.S, p.Ev, at.b, kv, j, 0));
+    scores.push_back(r(r(dot * scale) + static_cast<T>(additive_bias(p, at.b, at.h, at.i, j))));
+  }
+  std::vector<T> out(p.Ev, 0);
+  std::vector<double> rounded(p.Ev, 0.0);
+  if (values.empty()) return rounded;
+  const T top = *std::max_element(scores.begin(), scores.end());
+  T total = 0;
+  for (T& s : scores)
+    total = r(total + (s = r(static_cast<T>(round_compute(compute, std::exp(static_cast<double>(r(s - top))))))));
+  for (std::size_t t = 0; t < values.size(); ++t) {
+    const T weight = r(scores[t] / total);
+    const double* v = values[t];
+    for (std::size_t c = 0; c < p.Ev; ++c) out[c] = r(out[c] + r(weight * static_cast<T>(v[c])));
+  }
+  for (std::size_t c = 0; c < p.Ev; ++c) rounded[c] = round_to(p.dtype, out[c]);
+  return rounded;
+}
+
 }  // namespace
 
 RowEnclosure enclose_row(const TensorProblem& problem, std::size_t row, int bits) {
@@ -302,35 +343,9 @@ Distance distance_to(const FineEnclosure& exact, double got) {
 }
 
 std::vector<double> plain_row(const TensorProblem& p, std::size_t row, DType compute) {
-  // Each operation in double, then rounded to `compute`: for + - * / and sqrt this is the correctly
-  // rounded result, since 53 >= 2p + 2 for p <= 24 (Figueroa, "When is double rounding
-  // innocuous?", SIGNUM Newsl. 30(3), 1995); exp is libm's, rounded once more.
-  const auto r = [compute](double x) { return round_compute(compute, x); };
-  const RowIndex at = row_index(p, row);
-  const std::size_t kv = kv_head_of(p, at.h);
-  const double scale = r(p.scale.value_or(1 / std::sqrt(static_cast<double>(p.E))));
-  const double* q = p.query.data() + tensor_index(p, p.q_heads, p.L, p.E, at.b, at.h, at.i, 0);
-  std::vector<const double*> values;  // v_j of each key taking part: Ev contiguous doubles
-  std::vector<double> scores;
-  for (std::size_t j = 0; j < p.S; ++j) {
-    if (!takes_part(p, at.b, at.h, at.i, j)) continue;
-    const double* k = p.key.data() + tensor_index(p, p.kv_heads, p.S, p.E, at.b, kv, j, 0);
-    double dot = 0;
-    for (std::size_t c = 0; c < p.E; ++c) dot = r(dot + r(q[c] * k[c]));
-    values.push_back(p.value.data() + tensor_index(p, p.kv_heads, p.S, p.Ev, at.b, kv, j, 0));
-    scores.push_back(r(r(dot * scale) + additive_bias(p, at.b, at.h, at.i, j)));
-  }
-  std::vector<double> out(p.Ev, 0.0);
-  if (values.empty()) return out;
-  const double top = *std::max_element(scores.begin(), scores.end());
-  double total = 0;
-  for (double& s : scores) total = r(total + (s = r(std::exp(r(s - top)))));
-  for (std::size_t t = 0; t < values.size(); ++t) {
-    const double weight = r(scores[t] / total);
-    for (std::size_t c = 0; c < p.Ev; ++c) out[c] = r(out[c] + r(weight * values[t][c]));
-  }
-  for (double& y : out) y = round_to(p.dtype, y);
-  return out;
+  // fp32 compute on inputs that are floats: float arithmetic is the same rounding, and vectorizes.
+  if (compute == DType::fp32 && p.dtype != DType::fp64) return plain_row_in<float>(p, row, [](float x) { return x; });
+  return plain_row_in<double>(p, row, [compute](double x) { return round_compute(compute, x); });
 }
 
 }  // namespace attn::verify

@@ -4,8 +4,8 @@
 // it only has to be rigorous, not narrow: a caller whose target it misses falls back to MPFI.
 //
 // Step 1 (dot products). D_j = Σ_c q_c k_jc is summed in round-to-nearest double (four partial
-// sums, any order is covered), with â_j = Σ_c |fl(q_c k_jc)|: |D̂_j - D_j| <= product_sum_error(E,
-// â_j) (γ_E A_j plus underflow, double_interval.cpp), and A_j <= product_abs_sum_upper(E, â_j).
+// sums, any order is covered), with â_j = Σ_c |fl(q_c k_jc)|: |D̂_j - D_j| <= γ_E A_j plus underflow
+// and A_j is bounded from â_j (ProductSumBound, double_interval.cpp).
 // For fp32/fp16/bf16 inputs the products are exact, so the bound is loose by a factor ~2, no more.
 // Step 2 (scores). σ is the given double, or 1/√E rounded down and up by MPFR (correctly rounded
 // directed results); s_j = σ·D_j + β_j by interval operations, each rounded outwards.
@@ -19,9 +19,9 @@
 // ρ of the row (the largest relative radius), except "loose" keys (m_j <= 2^-900, or r_j > m_j/2^20:
 // an underflowed or wide e_j), whose e_j <= hi_j are summed into Λ. Then for column c
 //   N_c = Σ_j e_j v_jc = Σ_tight m_j v_jc + Σ_tight (e_j - m_j) v_jc + Σ_loose e_j v_jc
-// and the computed M̂_c = Σ_tight fl(m_j v_jc) is within product_sum_error(n, Â_c) of the first
-// sum (Â_c = Σ fl(m_j |v_jc|)), the second is at most ρ·product_abs_sum_upper(n, Â_c), the third
-// at most Λ·max_j |v_jc|.
+// and the computed M̂_c = Σ_tight fl(m_j v_jc) is within ProductSumBound(n).error(Â_c) of the
+// first sum (Â_c = Σ fl(m_j |v_jc|)), the second is at most ρ times the bound of Σ m_j |v_jc| from
+// Â_c, the third at most Λ·max_j |v_jc|.
 // Step 6 (output). y_c = N_c / Z, weights w_j = e_j / Z, both divisions rounded outwards. The
 // fine enclosure is the midpoint of [lo, hi] (tail 0) with the radius rounded up. One key: the
 // weight is exactly 1 and y = v exactly, as in the MPFI evaluation.
@@ -52,7 +52,7 @@ struct Dot {
   double abs_upper = 0;
 };
 
-Dot dot_product(const double* q, const double* k, std::size_t length) {
+Dot dot_product(const double* q, const double* k, std::size_t length, const ProductSumBound& bound) {
   double sum[4] = {0, 0, 0, 0}, abs[4] = {0, 0, 0, 0};
   std::size_t c = 0;
   for (; c + 4 <= length; c += 4) {
@@ -69,8 +69,8 @@ Dot dot_product(const double* q, const double* k, std::size_t length) {
   }
   const double total = (sum[0] + sum[1]) + (sum[2] + sum[3]);
   const double abs_total = (abs[0] + abs[1]) + (abs[2] + abs[3]);
-  const double error = product_sum_error(length, abs_total);
-  return {{next_down(total - error), next_up(total + error)}, product_abs_sum_upper(length, abs_total)};
+  const double error = bound.error(abs_total);
+  return {{next_down(total - error), next_up(total + error)}, bound.abs_upper(abs_total)};
 }
 
 // Step 2: the multiplier, exact when given, else 1/√E rounded down and up.
@@ -124,9 +124,10 @@ bool softmax_outputs(const std::vector<const double*>& values, std::size_t width
       largest[c] = std::max(largest[c], std::fabs(v[c]));
     }
   }
+  const ProductSumBound bound(n);
   for (std::size_t c = 0; c < width; ++c) {  // Step 6
-    const double radius = next_up(
-        (rho * product_abs_sum_upper(n, abs[c]) + product_sum_error(n, abs[c]) + loose * largest[c]) * kRoundingSafety);
+    const double radius =
+        next_up((rho * bound.abs_upper(abs[c]) + bound.error(abs[c]) + loose * largest[c]) * kRoundingSafety);
     const Interval numerator{next_down(mid[c] - radius), next_up(mid[c] + radius)};
     if (!finite(numerator)) return false;
     const Interval y = divide_by_positive(numerator, total);
@@ -149,10 +150,16 @@ std::optional<RowEnclosure> enclose_row_fast(const TensorProblem& p, std::size_t
   out.fast = true;
   out.scale = scale_of(p);
   const double* q = p.query.data() + tensor_index(p, p.q_heads, p.L, p.E, r.b, r.h, r.i, 0);
-  std::vector<const double*> values;       // v_j: Ev contiguous doubles in either layout
+  // Key and value rows: E (Ev) contiguous doubles, row j at a fixed stride from row 0 in either layout.
+  const std::size_t key0 = tensor_index(p, p.kv_heads, p.S, p.E, r.b, kv, 0, 0);
+  const std::size_t value0 = tensor_index(p, p.kv_heads, p.S, p.Ev, r.b, kv, 0, 0);
+  const std::size_t key_stride = p.S > 1 ? tensor_index(p, p.kv_heads, p.S, p.E, r.b, kv, 1, 0) - key0 : 0;
+  const std::size_t value_stride = p.S > 1 ? tensor_index(p, p.kv_heads, p.S, p.Ev, r.b, kv, 1, 0) - value0 : 0;
+  const ProductSumBound bound(p.E);
+  std::vector<const double*> values;
   for (std::size_t j = 0; j < p.S; ++j) {  // Steps 1-2
     if (!takes_part(p, r.b, r.h, r.i, j)) continue;
-    const Dot dot = dot_product(q, p.key.data() + tensor_index(p, p.kv_heads, p.S, p.E, r.b, kv, j, 0), p.E);
+    const Dot dot = dot_product(q, p.key.data() + key0 + j * key_stride, p.E, bound);
     const double bias = additive_bias(p, r.b, r.h, r.i, j);
     const Interval score = add(multiply(out.scale, dot.value), {bias, bias});
     if (!finite(score) || !std::isfinite(dot.abs_upper)) return std::nullopt;
@@ -160,7 +167,7 @@ std::optional<RowEnclosure> enclose_row_fast(const TensorProblem& p, std::size_t
     out.dots.push_back(dot.value);
     out.abs_dots.push_back(dot.abs_upper);
     out.scores.push_back(score);
-    values.push_back(p.value.data() + tensor_index(p, p.kv_heads, p.S, p.Ev, r.b, kv, j, 0));
+    values.push_back(p.value.data() + value0 + j * value_stride);
   }
   out.empty = out.keys.empty();
   if (out.empty) {

@@ -81,7 +81,7 @@ TEST(TensorDoubleInterval, ExpEnclosureIsNarrowForNormalResults) {
 // Σ x_i y_i computed in double, its bound, against the exact sum (MPFR, 2200 bits: exact).
 void check_product_sum(const std::vector<double>& x, const std::vector<double>& y) {
   double sum = 0, abs_sum = 0;
-  MpfrFloat exact(2200), abs_exact(2200), term(2200), bound(64);
+  MpfrFloat exact(2200), abs_exact(2200), term(2200);
   mpfr_set_zero(exact.get(), 1);
   mpfr_set_zero(abs_exact.get(), 1);
   for (std::size_t i = 0; i < x.size(); ++i) {
@@ -95,8 +95,9 @@ void check_product_sum(const std::vector<double>& x, const std::vector<double>& 
   }
   mpfr_sub_d(exact.get(), exact.get(), sum, MPFR_RNDN);  // exact
   mpfr_abs(exact.get(), exact.get(), MPFR_RNDN);
-  EXPECT_LE(mpfr_cmp_d(exact.get(), product_sum_error(x.size(), abs_sum)), 0) << x.size();
-  EXPECT_LE(mpfr_cmp_d(abs_exact.get(), product_abs_sum_upper(x.size(), abs_sum)), 0) << x.size();
+  const ProductSumBound bound(x.size());
+  EXPECT_LE(mpfr_cmp_d(exact.get(), bound.error(abs_sum)), 0) << x.size();
+  EXPECT_LE(mpfr_cmp_d(abs_exact.get(), bound.abs_upper(abs_sum)), 0) << x.size();
 }
 
 TEST(TensorDoubleInterval, ProductSumErrorCoversCancellationAndUnderflow) {
@@ -119,7 +120,7 @@ TEST(TensorDoubleInterval, ProductSumErrorCoversCancellationAndUnderflow) {
     check_product_sum(x, y);
   }
   // A bound that does not hold for the sum rounded the other way: the check can fail.
-  EXPECT_GT(product_sum_error(2, 1.0), 0x1p-53);
+  EXPECT_GT(ProductSumBound(2).error(1.0), 0x1p-53);
 }
 
 TEST(TensorDoubleInterval, OperationsRoundOutwards) {
