@@ -166,7 +166,8 @@ RowTerms band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure&
   }
   // |v_jc - y_c| for blocks of keys, key-major as the values are stored (v_j is Ev contiguous
   // doubles in either layout), then written out per column (RowTerms is column-major).
-  t.abs_v_minus_y.assign(p.Ev, std::vector<double>(t.keys));
+  t.abs_v_minus_y.resize(p.Ev);
+  for (std::vector<double>& column : t.abs_v_minus_y) column.resize(t.keys);
   t.abs_v_max.assign(p.Ev, 0.0);
   std::vector<double> lo(p.Ev), hi(p.Ev);
   for (std::size_t c = 0; c < p.Ev; ++c) lo[c] = e.out[c].lo, hi[c] = e.out[c].hi;

@@ -250,14 +250,28 @@ std::vector<double> plain_row_in(const TensorProblem& p, std::size_t row, const 
       r(static_cast<T>(round_compute(compute, p.scale.value_or(1 / std::sqrt(static_cast<double>(p.E)))))));
   const double* q = p.query.data() + tensor_index(p, p.q_heads, p.L, p.E, at.b, at.h, at.i, 0);
   std::vector<const double*> values;  // v_j of each key taking part: Ev contiguous doubles
-  std::vector<T> scores;
+  std::vector<const double*> keys;    // k_j of each key taking part: E contiguous doubles
+  std::vector<T> biases;
   for (std::size_t j = 0; j < p.S; ++j) {
     if (!takes_part(p, at.b, at.h, at.i, j)) continue;
-    const double* k = p.key.data() + tensor_index(p, p.kv_heads, p.S, p.E, at.b, kv, j, 0);
-    T dot = 0;
-    for (std::size_t c = 0; c < p.E; ++c) dot = r(dot + r(static_cast<T>(q[c]) * static_cast<T>(k[c])));
+    keys.push_back(p.key.data() + tensor_index(p, p.kv_heads, p.S, p.E, at.b, kv, j, 0));
     values.push_back(p.value.data() + tensor_index(p, p.kv_heads, p.S, p.Ev, at.b, kv, j, 0));
-    scores.push_back(r(r(dot * scale) + static_cast<T>(additive_bias(p, at.b, at.h, at.i, j))));
+    biases.push_back(static_cast<T>(additive_bias(p, at.b, at.h, at.i, j)));
+  }
+  // Each dot product summed in order c = 0, 1, ...; four keys at a time, so that four independent
+  // chains of additions overlap (the results are those of one key at a time).
+  std::vector<T> scores(keys.size());
+  constexpr std::size_t kChains = 4;
+  for (std::size_t first = 0; first < keys.size(); first += kChains) {
+    const std::size_t count = std::min(kChains, keys.size() - first);
+    T dot[kChains] = {};
+    const double* k[kChains];
+    for (std::size_t t = 0; t < kChains; ++t) k[t] = keys[first + std::min(t, count - 1)];  // repeats are unused
+    for (std::size_t c = 0; c < p.E; ++c) {
+      const T query = static_cast<T>(q[c]);
+      for (std::size_t t = 0; t < kChains; ++t) dot[t] = r(dot[t] + r(query * static_cast<T>(k[t][c])));
+    }
+    for (std::size_t t = 0; t < count; ++t) scores[first + t] = r(r(dot[t] * scale) + biases[first + t]);
   }
   std::vector<T> out(p.Ev, 0);
   std::vector<double> rounded(p.Ev, 0.0);
