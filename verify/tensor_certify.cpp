@@ -19,6 +19,11 @@
 // the verdict |x - y| <= δ is decided up to 0.1% of δ: a value judged inside lies within 1.001·δ
 // of y, one judged outside at least δ away. A row still wider at the precision cap is counted in
 // `capped_rows` and judged the same way on its last enclosure.
+// Refinement. First the oracle's fast double pass (enclose_row_fast, O(S·(E + Ev)) double work);
+// MPFI from 64 bits, doubling, only when that pass gives up or is wider than δ/1000. The fraction
+// is kept at 1/1000: on fp32 rows the fast pass is ~1e-13 wide relative to Σ w|v| against a δ/1000
+// near 1e-6 of it, so a coarser fraction would save nothing there, while fp64 rows (δ a few ulps
+// per key) need MPFI at any fraction below ~1/10, and 0.1% keeps "inside" within 1.001·δ.
 
 namespace attn::verify {
 namespace {
