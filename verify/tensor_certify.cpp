@@ -31,8 +31,7 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kDecades = 12;  // histogram bins as in report_svg.cpp: 0, 1e-12 .. 1, > 1
 
-// Upper bound of |a - b| and of a - b for doubles: round to nearest, then one step outwards.
-double up(double x) { return next_up(x); }
+// Lower bound of a - b for doubles: round to nearest, then one step down.
 double down(double x) { return next_down(x); }
 
 // What one row contributes to the report; merged in row order so threads do not change the result.
