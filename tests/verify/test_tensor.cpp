@@ -18,8 +18,8 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // A problem with values k/8, |k| <= 16: exact in every format, so any dtype is valid.
-TensorProblem random_problem(std::size_t batch, std::size_t q_heads, std::size_t kv_heads, std::size_t L, std::size_t S,
-                             std::size_t E, std::size_t Ev, std::uint64_t seed) {
+TensorProblem random_problem(std::size_t batch, std::size_t q_heads, std::size_t kv_heads, std::size_t L,
+                             std::size_t S, std::size_t E, std::size_t Ev, std::uint64_t seed) {
   TensorProblem p;
   p.batch = batch, p.q_heads = q_heads, p.kv_heads = kv_heads, p.L = L, p.S = S, p.E = E, p.Ev = Ev;
   std::mt19937_64 random(seed);
@@ -177,19 +177,19 @@ TEST(TensorValidate, ErrorsNameTheArgument) {
 }
 
 TEST(TensorRounding, Fp16RangeAndSubnormals) {
-  EXPECT_EQ(round_to(DType::fp16, 65504), 65504);  // largest finite, 0x7BFF
+  EXPECT_EQ(round_to(DType::fp16, 65504), 65504);                // largest finite, 0x7BFF
   EXPECT_EQ(round_to(DType::fp16, 65519.99), 65504);
-  EXPECT_EQ(round_to(DType::fp16, 65520), kInf);  // tie with 2^16: to even, overflows
+  EXPECT_EQ(round_to(DType::fp16, 65520), kInf);                 // tie with 2^16: to even, overflows
   EXPECT_EQ(round_to(DType::fp16, -65520), -kInf);
-  EXPECT_EQ(round_to(DType::fp16, 0x1p-24), 0x1p-24);  // smallest subnormal, 0x0001
-  EXPECT_EQ(round_to(DType::fp16, 0x1p-25), 0);        // tie with 0: to even
+  EXPECT_EQ(round_to(DType::fp16, 0x1p-24), 0x1p-24);            // smallest subnormal, 0x0001
+  EXPECT_EQ(round_to(DType::fp16, 0x1p-25), 0);                  // tie with 0: to even
   EXPECT_EQ(round_to(DType::fp16, 0x1.0000000000001p-25), 0x1p-24);
-  EXPECT_EQ(round_to(DType::fp16, 3 * 0x1p-25), 0x1p-23);      // tie between 1 and 2 quanta: 2
-  EXPECT_EQ(round_to(DType::fp16, 0x1.ff8p-15), 0x1.ff8p-15);  // largest subnormal, 0x03FF
-  EXPECT_EQ(round_to(DType::fp16, 0x1.ffcp-15), 0x1p-14);      // tie: up to the smallest normal (even)
-  EXPECT_EQ(round_to(DType::fp16, 1 + 0x1p-11), 1);            // tie: to even
+  EXPECT_EQ(round_to(DType::fp16, 3 * 0x1p-25), 0x1p-23);        // tie between 1 and 2 quanta: 2
+  EXPECT_EQ(round_to(DType::fp16, 0x1.ff8p-15), 0x1.ff8p-15);    // largest subnormal, 0x03FF
+  EXPECT_EQ(round_to(DType::fp16, 0x1.ffcp-15), 0x1p-14);        // tie: up to the smallest normal (even)
+  EXPECT_EQ(round_to(DType::fp16, 1 + 0x1p-11), 1);              // tie: to even
   EXPECT_EQ(round_to(DType::fp16, 1 + 3 * 0x1p-11), 1 + 0x1p-9);
-  EXPECT_TRUE(std::signbit(round_to(DType::fp16, -0x1p-30)));  // underflow keeps the sign
+  EXPECT_TRUE(std::signbit(round_to(DType::fp16, -0x1p-30)));    // underflow keeps the sign
   EXPECT_EQ(ulp_of(DType::fp16, 1), 0x1p-10);
   EXPECT_EQ(ulp_of(DType::fp16, 0), 0x1p-24);
 }
@@ -198,9 +198,9 @@ TEST(TensorRounding, Bf16TiesToEven) {
   EXPECT_EQ(round_to(DType::bf16, 1 + 0x1p-8), 1);
   EXPECT_EQ(round_to(DType::bf16, 1 + 3 * 0x1p-8), 1 + 0x1p-6);
   EXPECT_EQ(round_to(DType::bf16, 1 + 0x1.0000001p-8), 1 + 0x1p-7);
-  EXPECT_EQ(round_to(DType::bf16, 0x1.fep127), 0x1.fep127);  // largest finite, 0x7F7F
+  EXPECT_EQ(round_to(DType::bf16, 0x1.fep127), 0x1.fep127);      // largest finite, 0x7F7F
   EXPECT_EQ(round_to(DType::bf16, 0x1.ffp127), kInf);
-  EXPECT_EQ(round_to(DType::bf16, 0x1p-133), 0x1p-133);  // smallest subnormal
+  EXPECT_EQ(round_to(DType::bf16, 0x1p-133), 0x1p-133);          // smallest subnormal
   EXPECT_EQ(unit_roundoff(DType::bf16), 0x1p-8);
 }
 
