@@ -8,8 +8,11 @@
 #include <cstdint>
 #include <deque>
 #include <limits>
+#include <optional>
+#include <type_traits>
 #include <utility>
 
+#include "double_interval.hpp"
 #include "mpfr.hpp"
 
 // The exact value of one row, and how it is enclosed.
@@ -60,7 +63,7 @@ struct BitSpan {
   void add(double x) {
     if (x == 0) return;
     int exponent = 0;
-    const double fraction = std::frexp(std::fabs(x), &exponent);  // in [1/2, 1)
+    const double fraction = std::frexp(std::fabs(x), &exponent);                 // in [1/2, 1)
     const auto mantissa = static_cast<std::uint64_t>(std::ldexp(fraction, 53));  // exact
     top = std::max(top, exponent);
     low = std::min(low, exponent - 53 + std::countr_zero(mantissa));
@@ -72,7 +75,7 @@ struct BitSpan {
 struct RowData {
   bool scaled_default = true;
   double scale = 1;
-  std::size_t width = 0;                 // Ev
+  std::size_t width = 0;  // Ev
   std::vector<std::size_t> keys;
   std::vector<MpfrFloat> dots;           // exact D_j
   std::vector<double> abs_dots, biases;  // A_j rounded up, β_j
@@ -92,7 +95,8 @@ RowData prepare(const TensorProblem& p, std::size_t row) {
   d.head_dim = p.E;
   BitSpan q_span, k_span;
   std::vector<double> q(p.E);
-  for (std::size_t c = 0; c < p.E; ++c) q_span.add(q[c] = p.query[tensor_index(p, p.q_heads, p.L, p.E, r.b, r.h, r.i, c)]);
+  for (std::size_t c = 0; c < p.E; ++c)
+    q_span.add(q[c] = p.query[tensor_index(p, p.q_heads, p.L, p.E, r.b, r.h, r.i, c)]);
   for (std::size_t j = 0; j < p.S; ++j) {
     if (!takes_part(p, r.b, r.h, r.i, j)) continue;
     d.keys.push_back(j);
@@ -219,6 +223,72 @@ RowEnclosure evaluate(const RowData& d, int bits) {
   return out;
 }
 
+// x rounded to `compute` as round_to does, fast for the compute formats of the profiles: fp64 is
+// the identity and fp32 the hardware conversion (IEEE 754 round to nearest even, gradual
+// underflow); beyond fp32's largest finite value (where the conversion is undefined behaviour in
+// C++) and for the half formats, round_to itself.
+double round_compute(DType compute, double x) {
+  if (compute == DType::fp64) return x;
+  if (compute == DType::fp32 && std::fabs(x) <= std::numeric_limits<float>::max()) {
+    return static_cast<double>(static_cast<float>(x));
+  }
+  return round_to(compute, x);
+}
+
+// plain_row with numbers of type T (double, or float when every input and operation is one) and
+// every operation's result passed through `r` (rounding to the compute format).
+template <typename T, typename Round>
+std::vector<double> plain_row_in(const TensorProblem& p, std::size_t row, const Round& r) {
+  // Each operation in double, then rounded to `compute`: for + - * / and sqrt this is the correctly
+  // rounded result, since 53 >= 2p + 2 for p <= 24 (Figueroa, "When is double rounding
+  // innocuous?", SIGNUM Newsl. 30(3), 1995); exp is libm's, rounded once more. In float, each
+  // operation is that same correctly rounded result.
+  const RowIndex at = row_index(p, row);
+  const std::size_t kv = kv_head_of(p, at.h);
+  const DType compute = std::is_same_v<T, float> ? DType::fp32 : DType::fp64;
+  const T scale = static_cast<T>(
+      r(static_cast<T>(round_compute(compute, p.scale.value_or(1 / std::sqrt(static_cast<double>(p.E)))))));
+  const double* q = p.query.data() + tensor_index(p, p.q_heads, p.L, p.E, at.b, at.h, at.i, 0);
+  std::vector<const double*> values;  // v_j of each key taking part: Ev contiguous doubles
+  std::vector<const double*> keys;    // k_j of each key taking part: E contiguous doubles
+  std::vector<T> biases;
+  for (std::size_t j = 0; j < p.S; ++j) {
+    if (!takes_part(p, at.b, at.h, at.i, j)) continue;
+    keys.push_back(p.key.data() + tensor_index(p, p.kv_heads, p.S, p.E, at.b, kv, j, 0));
+    values.push_back(p.value.data() + tensor_index(p, p.kv_heads, p.S, p.Ev, at.b, kv, j, 0));
+    biases.push_back(static_cast<T>(additive_bias(p, at.b, at.h, at.i, j)));
+  }
+  // Each dot product summed in order c = 0, 1, ...; four keys at a time, so that four independent
+  // chains of additions overlap (the results are those of one key at a time).
+  std::vector<T> scores(keys.size());
+  constexpr std::size_t kChains = 4;
+  for (std::size_t first = 0; first < keys.size(); first += kChains) {
+    const std::size_t count = std::min(kChains, keys.size() - first);
+    T dot[kChains] = {};
+    const double* k[kChains];
+    for (std::size_t t = 0; t < kChains; ++t) k[t] = keys[first + std::min(t, count - 1)];  // repeats are unused
+    for (std::size_t c = 0; c < p.E; ++c) {
+      const T query = static_cast<T>(q[c]);
+      for (std::size_t t = 0; t < kChains; ++t) dot[t] = r(dot[t] + r(query * static_cast<T>(k[t][c])));
+    }
+    for (std::size_t t = 0; t < count; ++t) scores[first + t] = r(r(dot[t] * scale) + biases[first + t]);
+  }
+  std::vector<T> out(p.Ev, 0);
+  std::vector<double> rounded(p.Ev, 0.0);
+  if (values.empty()) return rounded;
+  const T top = *std::max_element(scores.begin(), scores.end());
+  T total = 0;
+  for (T& s : scores)
+    total = r(total + (s = r(static_cast<T>(round_compute(compute, std::exp(static_cast<double>(r(s - top))))))));
+  for (std::size_t t = 0; t < values.size(); ++t) {
+    const T weight = r(scores[t] / total);
+    const double* v = values[t];
+    for (std::size_t c = 0; c < p.Ev; ++c) out[c] = r(out[c] + r(weight * static_cast<T>(v[c])));
+  }
+  for (std::size_t c = 0; c < p.Ev; ++c) rounded[c] = round_to(p.dtype, out[c]);
+  return rounded;
+}
+
 }  // namespace
 
 RowEnclosure enclose_row(const TensorProblem& problem, std::size_t row, int bits) {
@@ -228,12 +298,20 @@ RowEnclosure enclose_row(const TensorProblem& problem, std::size_t row, int bits
 RowEnclosure enclose_row(const TensorProblem& problem, std::size_t row, std::span<const double> targets,
                          const EnclosureSchedule& schedule) {
   if (targets.size() != problem.Ev) throw ContractError("enclose_row: one target per output column needed");
+  const auto narrow_enough = [&](const RowEnclosure& e) {
+    for (std::size_t c = 0; c < targets.size(); ++c) {
+      if (!(2 * e.fine[c].radius <= targets[c])) return false;
+    }
+    return true;
+  };
+  if (schedule.fast_first) {
+    if (std::optional<RowEnclosure> fast = enclose_row_fast(problem, row); fast && narrow_enough(*fast)) return *fast;
+  }
   const RowData data = prepare(problem, row);
   const int cap = std::max(schedule.max_bits, 64);
   for (int bits = std::clamp(schedule.initial_bits, 64, cap);; bits = std::min(2 * bits, cap)) {  // Step 5
     RowEnclosure out = evaluate(data, bits);
-    bool narrow = true;
-    for (std::size_t c = 0; c < targets.size(); ++c) narrow = narrow && 2 * out.fine[c].radius <= targets[c];
+    const bool narrow = narrow_enough(out);
     if (narrow || bits >= cap) {
       out.capped = !narrow;
       return out;
@@ -244,6 +322,21 @@ RowEnclosure enclose_row(const TensorProblem& problem, std::size_t row, std::spa
 Distance distance_to(const FineEnclosure& exact, double got) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   if (!std::isfinite(got)) return {kInf, kInf, kInf};
+  if (exact.tail == 0) {
+    // got - head = s + error exactly (Knuth's TwoSum, no overflow: s is finite), |error| <= half an
+    // ulp of s, so |got - head| is |s| rounded to nearest, and within one step of |s| in the
+    // direction of error's sign relative to s.
+    const double s = got - exact.head;
+    if (std::isfinite(s)) {
+      const double shifted = s - got;
+      const double error = (got - (s - shifted)) + (-exact.head - shifted);
+      const bool away = error != 0 && std::signbit(error) == std::signbit(s);  // |got - head| > |s|
+      const bool toward = error != 0 && !away;                                 // |got - head| < |s|
+      const double magnitude = std::fabs(s);
+      const double below = toward ? next_down(magnitude) : magnitude, above = away ? next_up(magnitude) : magnitude;
+      return {std::max(0.0, next_down(below - exact.radius)), next_up(above + exact.radius), magnitude};
+    }
+  }
   MpfrFloat a(53), b(53), c(53), difference(53), bound(53);
   mpfr_set_d(a.get(), got, MPFR_RNDN);  // exact, as the next two
   mpfr_set_d(b.get(), -exact.head, MPFR_RNDN);
@@ -264,38 +357,9 @@ Distance distance_to(const FineEnclosure& exact, double got) {
 }
 
 std::vector<double> plain_row(const TensorProblem& p, std::size_t row, DType compute) {
-  // Each operation in double, then rounded to `compute`: for + - * / and sqrt this is the correctly
-  // rounded result, since 53 >= 2p + 2 for p <= 24 (Figueroa, "When is double rounding
-  // innocuous?", SIGNUM Newsl. 30(3), 1995); exp is libm's, rounded once more.
-  const auto r = [compute](double x) { return round_to(compute, x); };
-  const RowIndex at = row_index(p, row);
-  const std::size_t kv = kv_head_of(p, at.h);
-  const double scale = r(p.scale.value_or(1 / std::sqrt(static_cast<double>(p.E))));
-  std::vector<std::size_t> keys;
-  std::vector<double> scores;
-  for (std::size_t j = 0; j < p.S; ++j) {
-    if (!takes_part(p, at.b, at.h, at.i, j)) continue;
-    double dot = 0;
-    for (std::size_t c = 0; c < p.E; ++c) {
-      dot = r(dot + r(p.query[tensor_index(p, p.q_heads, p.L, p.E, at.b, at.h, at.i, c)] *
-                      p.key[tensor_index(p, p.kv_heads, p.S, p.E, at.b, kv, j, c)]));
-    }
-    keys.push_back(j);
-    scores.push_back(r(r(dot * scale) + additive_bias(p, at.b, at.h, at.i, j)));
-  }
-  std::vector<double> out(p.Ev, 0.0);
-  if (keys.empty()) return out;
-  const double top = *std::max_element(scores.begin(), scores.end());
-  double total = 0;
-  for (double& s : scores) total = r(total + (s = r(std::exp(r(s - top)))));
-  for (std::size_t t = 0; t < keys.size(); ++t) {
-    const double weight = r(scores[t] / total);
-    for (std::size_t c = 0; c < p.Ev; ++c) {
-      out[c] = r(out[c] + r(weight * p.value[tensor_index(p, p.kv_heads, p.S, p.Ev, at.b, kv, keys[t], c)]));
-    }
-  }
-  for (double& y : out) y = round_to(p.dtype, y);
-  return out;
+  // fp32 compute on inputs that are floats: float arithmetic is the same rounding, and vectorizes.
+  if (compute == DType::fp32 && p.dtype != DType::fp64) return plain_row_in<float>(p, row, [](float x) { return x; });
+  return plain_row_in<double>(p, row, [compute](double x) { return round_compute(compute, x); });
 }
 
 }  // namespace attn::verify

@@ -286,6 +286,25 @@ TEST(TensorOracle, PlainRowIsCloseInFp64) {
   }
 }
 
+TEST(TensorOracle, PlainRowInFloatIsEveryOperationRoundedToFp32) {
+  // fp32 inputs take plain_row's float path; the same values stored as fp64 take the double path,
+  // which rounds every operation with round_to: the results agree bit for bit.
+  TensorProblem p = random_problem(2, 2, 1, 4, 37, 9, 5, 19);
+  std::mt19937_64 random(19);
+  std::normal_distribution<double> normal;
+  for (auto* v : {&p.query, &p.key, &p.value}) {
+    for (double& x : *v) x = round_to(DType::fp32, std::ldexp(normal(random), static_cast<int>(random() % 9) - 4));
+  }
+  p.dtype = DType::fp32;
+  p.causal = Causal::top_left;
+  TensorProblem wide = p;
+  wide.dtype = DType::fp64;
+  for (std::size_t row = 0; row < 2 * 2 * 4; ++row) {
+    const std::vector<double> in_float = plain_row(p, row, DType::fp32), in_double = plain_row(wide, row, DType::fp32);
+    for (std::size_t c = 0; c < 5; ++c) EXPECT_EQ(in_float[c], in_double[c]) << row << " " << c;
+  }
+}
+
 TEST(TensorRounding, FormatConstantsMatchTheRoundingItself) {
   for (DType dtype : {DType::fp64, DType::fp32, DType::fp16, DType::bf16}) {
     const double normal = smallest_normal(dtype), half = half_smallest_subnormal(dtype);
