@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 
+#include "double_interval.hpp"
 #include "mpfr.hpp"
 
 // Derivation of the ambiguity band δ.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "band.hpp"
+#include "double_interval.hpp"
 #include "exact.hpp"
 #include "mpfr.hpp"
 #include "scanner.hpp"

@@ -47,6 +47,11 @@ inline constexpr double kRoundingSafety = 1 + 0x1p-20;
 /// a·b, outwards.
 [[nodiscard]] Interval multiply(Interval a, Interval b);
 
+/// a·b for a.lo, b.lo >= 0 (products of exponentials), outwards: two products instead of four.
+[[nodiscard]] inline Interval multiply_nonnegative(Interval a, Interval b) {
+  return {next_down(a.lo * b.lo), next_up(a.hi * b.hi)};
+}
+
 /// a / b for b.lo > 0, outwards.
 [[nodiscard]] inline Interval divide_by_positive(Interval a, Interval b) {
   return {next_down(a.lo / (a.lo >= 0 ? b.hi : b.lo)), next_up(a.hi / (a.hi >= 0 ? b.lo : b.hi))};

@@ -6,11 +6,7 @@
 // kernels.
 #pragma once
 
-#include <bit>
-#include <cmath>
 #include <cstddef>
-#include <cstdint>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -30,18 +26,6 @@ struct Interval {
   double lo = 0;
   double hi = 0;
 };
-
-/// The greatest double below x (-inf stays -inf, NaN stays NaN), by its bit pattern: these run for
-/// every outward-rounded operation, where std::nextafter's libm call costs more than the operation.
-[[nodiscard]] inline double next_down(double x) {
-  if (std::isnan(x) || x == -std::numeric_limits<double>::infinity()) return x;
-  if (x == 0) return -std::numeric_limits<double>::denorm_min();
-  const auto bits = std::bit_cast<std::uint64_t>(x);
-  return std::bit_cast<double>(x > 0 ? bits - 1 : bits + 1);
-}
-
-/// The least double above x (+inf stays +inf, NaN stays NaN).
-[[nodiscard]] inline double next_up(double x) { return -next_down(-x); }
 
 /// One output value.
 struct OracleCell {

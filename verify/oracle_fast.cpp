@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "double_interval.hpp"
 #include "mpfr.hpp"
 
 namespace attn::verify {
@@ -55,31 +56,10 @@ Integer tail_threshold(const Real& factor, int bits) {
 
 namespace {
 
-// Interval arithmetic on doubles for the fast first pass (Step 6). Each operation is evaluated in
-// round-to-nearest and its result moved one double outwards: the round-to-nearest error is at most
-// half the spacing of doubles next to the result (one subnormal step at most below 2^-1022, so an
-// underflow to 0 is covered by ±2^-1074), hence the widened result contains the exact one. No
-// overflow or NaN can arise: inputs are below 2^900 in magnitude (fast_bounds), exponentials are
-// in [0, 1], and the only divisor, Σ n_g e^{t_g} · 10^e, is at least 1 (the top group's e^0 = 1).
-// The operators work on Interval itself, whose contract (lo <= exact <= hi) they keep.
-
-double down(double x) { return next_down(x); }
-double up(double x) { return next_up(x); }
-
-Interval operator+(Interval a, Interval b) { return {down(a.lo + b.lo), up(a.hi + b.hi)}; }
-
-Interval operator*(Interval a, Interval b) {
-  const double p[] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
-  return {down(std::min({p[0], p[1], p[2], p[3]})), up(std::max({p[0], p[1], p[2], p[3]}))};
-}
-
-// a · b for a.lo, b.lo >= 0 (products of exponentials): two products instead of four.
-Interval mul_nonnegative(Interval a, Interval b) { return {down(a.lo * b.lo), up(a.hi * b.hi)}; }
-
-// a / b for b.lo > 0.
-Interval operator/(Interval a, Interval b) {
-  return {down(a.lo / (a.lo >= 0 ? b.hi : b.lo)), up(a.hi / (a.hi >= 0 ? b.lo : b.hi))};
-}
+// Interval arithmetic on doubles for the fast first pass (Step 6) is double_interval.hpp's: each
+// operation evaluated in round-to-nearest and moved one double outwards. No overflow or NaN can
+// arise here: inputs are below 2^900 in magnitude (fast_bounds), exponentials are in [0, 1], and
+// the only divisor, Σ n_g e^{t_g} · 10^e, is at least 1 (the top group's e^0 = 1).
 
 // An integer as bounds; false past 2^900 (the no-overflow argument above needs the margin).
 bool fast_bounds(const Integer& z, Interval& out) {
@@ -88,7 +68,7 @@ bool fast_bounds(const Integer& z, Interval& out) {
   if (bits > 900) return false;
   // mpz_get_d truncates towards zero: exact within 53 bits, else less than one ulp inside.
   const double d = mpz_get_d(p);
-  out = bits <= 53 ? Interval{d, d} : Interval{down(d), up(d)};
+  out = bits <= 53 ? Interval{d, d} : Interval{next_down(d), next_up(d)};
   return true;
 }
 
@@ -208,13 +188,13 @@ bool fast_pass(const ExactInstance& exact, const ExactBlock& block, int decimals
       e[g] = {1, 1};
       unsigned long rest = mpz_get_ui(gap.backend().data());  // gap <= threshold < 2^64
       for (std::size_t l = 0; rest != 0; ++l, rest >>= 4) {
-        if ((rest & 15) != 0) e[g] = mul_nonnegative(e[g], table.digit(l, static_cast<unsigned>(rest & 15)));
+        if ((rest & 15) != 0) e[g] = multiply_nonnegative(e[g], table.digit(l, static_cast<unsigned>(rest & 15)));
       }
     }
     const auto size = static_cast<double>(block.group_size[g]);  // exact: far below 2^53
-    total = total + mul_nonnegative(e[g], Interval{size, size});
+    total = add(total, multiply_nonnegative(e[g], Interval{size, size}));
   }
-  const Interval denominator = total * unit;
+  const Interval denominator = multiply(total, unit);
   for (std::size_t c : pending) {
     // Tail groups together move the numerator by at most Σ_tail |c_g| e^{-L}, as in Ziv's loop.
     Interval numerator{0, 0};
@@ -223,16 +203,16 @@ bool fast_pass(const ExactInstance& exact, const ExactBlock& block, int decimals
       Interval value;
       if (!fast_bounds(block.value_sum(g, c), value)) return false;
       if (tail[g]) {
-        tail_magnitude = up(tail_magnitude + std::max(std::fabs(value.lo), std::fabs(value.hi)));
+        tail_magnitude = next_up(tail_magnitude + std::max(std::fabs(value.lo), std::fabs(value.hi)));
       } else {
-        numerator = numerator + value * e[g];
+        numerator = add(numerator, multiply(value, e[g]));
       }
     }
-    const double tail_move = up(tail_magnitude * table.tail_upper);
-    numerator = numerator + Interval{-tail_move, tail_move};
-    const Interval y = numerator / denominator;
+    const double tail_move = next_up(tail_magnitude * table.tail_upper);
+    numerator = add(numerator, Interval{-tail_move, tail_move});
+    const Interval y = divide_by_positive(numerator, denominator);
     long long rounded = 0;
-    if (!fast_round(y * scale, rounded)) {
+    if (!fast_round(multiply(y, scale), rounded)) {
       undecided.push_back(c);
       continue;
     }
@@ -241,7 +221,7 @@ bool fast_pass(const ExactInstance& exact, const ExactBlock& block, int decimals
     cell.canonical = fixed_text(Integer(rounded), decimals);
   }
   for (std::size_t t = 0; t < block.keys.size(); ++t) {
-    answer.weights.push_back(e[block.group_of[t]] / total);
+    answer.weights.push_back(divide_by_positive(e[block.group_of[t]], total));
   }
   return true;
 }

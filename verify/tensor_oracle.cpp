@@ -39,23 +39,6 @@
 namespace attn::verify {
 namespace {
 
-// An MPFI interval of a fixed precision, cleared on destruction (mpfi_t is a struct of two mpfr_t).
-class MpfiInterval {
- public:
-  explicit MpfiInterval(mpfr_prec_t bits) { mpfi_init2(value_, bits); }
-  ~MpfiInterval() { mpfi_clear(value_); }
-  MpfiInterval(const MpfiInterval&) = delete;
-  MpfiInterval& operator=(const MpfiInterval&) = delete;
-  mpfi_ptr get() { return value_; }
-  [[nodiscard]] mpfi_srcptr get() const { return value_; }
-  [[nodiscard]] Interval doubles() const {
-    return {mpfr_get_d(&value_[0].left, MPFR_RNDD), mpfr_get_d(&value_[0].right, MPFR_RNDU)};
-  }
-
- private:
-  mpfi_t value_;
-};
-
 // Top exponent t (|x| < 2^t) and lowest set bit l (x is a multiple of 2^l) of a finite x != 0.
 struct BitSpan {
   int top = std::numeric_limits<int>::min();
