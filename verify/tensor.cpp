@@ -100,8 +100,8 @@ Result<Ok, Error> check_mask(const TensorProblem& p) {
   for (std::size_t k = 0; k < rank; ++k) {
     const std::size_t target = full[4 - rank + k];
     if (p.mask_shape[k] != 1 && p.mask_shape[k] != target) {
-      return Error{"attn_mask: shape " + shape_text(p.mask_shape) + " does not broadcast to " +
-                   shape_text(full) + " (dimension " + std::to_string(k) + ")"};
+      return Error{"attn_mask: shape " + shape_text(p.mask_shape) + " does not broadcast to " + shape_text(full) +
+                   " (dimension " + std::to_string(k) + ")"};
     }
   }
   // A boolean mask holds 0/1 (checked below); an additive one is in the tensors' dtype, -inf allowed.
@@ -172,6 +172,12 @@ double ulp_of(DType dtype, double x) {
 
 double round_to(DType dtype, double x) {
   if (dtype == DType::fp64 || !std::isfinite(x) || x == 0) return x;
+  // fp32 up to its largest finite value: the hardware conversion (IEEE 754 round to nearest even,
+  // gradual underflow), a tenth of the cost of the general path (validate calls this per input
+  // value). Beyond that value the conversion is undefined behaviour in C++: the general path.
+  if (dtype == DType::fp32 && std::fabs(x) <= std::numeric_limits<float>::max()) {
+    return static_cast<double>(static_cast<float>(x));
+  }
   const double magnitude = round_magnitude(format_of(dtype), std::fabs(x));
   return std::signbit(x) ? -magnitude : magnitude;
 }
@@ -195,8 +201,8 @@ Result<Ok, Error> validate(const TensorProblem& p) {
       !ok) {
     return ok;
   }
-  if (auto ok = check_values("value", p.value, std::vector<std::size_t>{p.batch, p.kv_heads, p.S, p.Ev}, p.dtype,
-                             false);
+  if (auto ok =
+          check_values("value", p.value, std::vector<std::size_t>{p.batch, p.kv_heads, p.S, p.Ev}, p.dtype, false);
       !ok) {
     return ok;
   }
@@ -217,8 +223,8 @@ Result<Ok, Error> validate(const TensorProblem& p) {
   return Ok{};
 }
 
-std::size_t tensor_index(const TensorProblem& p, std::size_t heads, std::size_t rows, std::size_t width,
-                         std::size_t b, std::size_t h, std::size_t row, std::size_t c) {
+std::size_t tensor_index(const TensorProblem& p, std::size_t heads, std::size_t rows, std::size_t width, std::size_t b,
+                         std::size_t h, std::size_t row, std::size_t c) {
   if (p.layout == AxisOrder::batch_head_seq) return ((b * heads + h) * rows + row) * width + c;
   return ((b * rows + row) * heads + h) * width + c;
 }

@@ -206,17 +206,8 @@ RowEnclosure evaluate(const RowData& d, int bits) {
   return out;
 }
 
-// x rounded to `compute` as round_to does, fast for the compute formats of the profiles: fp64 is
-// the identity and fp32 the hardware conversion (IEEE 754 round to nearest even, gradual
-// underflow); beyond fp32's largest finite value (where the conversion is undefined behaviour in
-// C++) and for the half formats, round_to itself.
-double round_compute(DType compute, double x) {
-  if (compute == DType::fp64) return x;
-  if (compute == DType::fp32 && std::fabs(x) <= std::numeric_limits<float>::max()) {
-    return static_cast<double>(static_cast<float>(x));
-  }
-  return round_to(compute, x);
-}
+// x rounded to `compute`: round_to, with fp64 (the identity) not even called.
+double round_compute(DType compute, double x) { return compute == DType::fp64 ? x : round_to(compute, x); }
 
 // plain_row with numbers of type T (double, or float when every input and operation is one) and
 // every operation's result passed through `r` (rounding to the compute format).
