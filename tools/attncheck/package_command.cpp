@@ -234,8 +234,9 @@ int run_package(const PackageFlags& flags) {
     }
   }
   if (auto written = write_all(out, files); !written) return fail(written.error(), 1);
-  std::printf("package: %s package for %s in %s: %zu tests (%zu samples), %zu with ambiguous cells\n",
-              flags.format.c_str(), problem.c_str(), flags.out.c_str(), tests->size(), samples, ambiguous_tests);
+  std::printf("package: %s package for %s in %s: %zu test%s (%zu samples), %zu with ambiguous cells\n",
+              flags.format.c_str(), problem.c_str(), flags.out.c_str(), tests->size(), tests->size() == 1 ? "" : "s",
+              samples, ambiguous_tests);
   return 0;
 }
 
