@@ -11,6 +11,9 @@
 namespace attn::verify {
 namespace {
 
+// The certificate section's first line up to the problem (version 1).
+constexpr std::string_view kSectionStart = "# attncheck-certificate v1";
+
 // Enough bits that 10^30 (kMaxDecimals) and a double's 53 bits multiply without loss.
 constexpr mpfr_prec_t kRangeBits = 256;
 
@@ -173,6 +176,40 @@ std::string canonical_text(const Certificate& certificate) {
     out += (i + 1) % certificate.cols == 0 ? '\n' : ' ';
   }
   return out;
+}
+
+std::string certificate_section(const Certificate& certificate, std::string_view problem) {
+  std::string lines;
+  std::size_t ambiguous = 0;
+  for (std::size_t i = 0; i < certificate.cells.size(); ++i) {
+    const CellCertificate& cell = certificate.cells[i];
+    if (!cell.ambiguous) continue;
+    ++ambiguous;
+    lines += std::to_string(i / certificate.cols + 1) + " " + std::to_string(i % certificate.cols + 1) + " " +
+             cell.lowest + " " + cell.highest + (cell.exact_tie ? " tie\n" : " band\n");
+  }
+  return std::string(kSectionStart) + " problem=" + std::string(problem) + " rows=" + std::to_string(certificate.rows) +
+         " cols=" + std::to_string(certificate.cols) + " decimals=" + std::to_string(certificate.decimals) +
+         " ambiguous=" + std::to_string(ambiguous) + "\n" + lines + "# end\n";
+}
+
+std::string answer_text(const Certificate& certificate, std::string_view problem) {
+  return canonical_text(certificate) + certificate_section(certificate, problem);
+}
+
+AnswerParts split_answer(std::string_view answer) {
+  constexpr std::string_view kMark = "# attncheck-certificate";
+  for (std::size_t at = answer.find(kMark); at != std::string_view::npos; at = answer.find(kMark, at + 1)) {
+    if (at == 0 || answer[at - 1] == '\n') return {answer.substr(0, at), answer.substr(at)};
+  }
+  return {answer, {}};
+}
+
+std::string_view without_section_echo(std::string_view output, std::string_view section) {
+  if (section.empty() || output.size() < section.size()) return output;
+  const std::size_t start = output.size() - section.size();
+  if (output.substr(start) != section || (start != 0 && output[start - 1] != '\n')) return output;
+  return output.substr(0, start);
 }
 
 std::string_view verdict_name(VerdictKind kind) {

@@ -46,6 +46,29 @@ struct Certificate {
 /// The canonical answer text: rows of canonical strings, single spaces, '\n' after each row.
 [[nodiscard]] std::string canonical_text(const Certificate& certificate);
 
+/// The answer file's certificate section, version 1 (README, "Judge packages"): the line
+/// "# attncheck-certificate v1 problem=P rows=R cols=C decimals=K ambiguous=A", one line
+/// "ROW COL LOWEST HIGHEST tie|band" per ambiguous cell (1-based, row-major order), then "# end".
+/// It follows the canonical rows in the answer files of `attncheck package`; the portable checker
+/// (tools/portable/check.cpp) reads it instead of running the oracle.
+[[nodiscard]] std::string certificate_section(const Certificate& certificate, std::string_view problem);
+
+/// canonical_text followed by certificate_section: a judge package's answer file.
+[[nodiscard]] std::string answer_text(const Certificate& certificate, std::string_view problem);
+
+/// An answer file split where its certificate section starts (a line beginning
+/// "# attncheck-certificate"); `section` is empty when there is none.
+struct AnswerParts {
+  std::string_view values;
+  std::string_view section;
+};
+[[nodiscard]] AnswerParts split_answer(std::string_view answer);
+
+/// The output without a trailing copy of the answer's certificate section (starting a line): judge
+/// systems run the checker on the answer file itself (problemtools does), and the section is not
+/// output. Any other output is returned unchanged.
+[[nodiscard]] std::string_view without_section_echo(std::string_view output, std::string_view section);
+
 /// Checker outcomes. ok: every value canonical; acceptable: some ambiguous value is the other
 /// neighbour; wrong_answer: a well-formed value outside the acceptable strings; presentation_error:
 /// wrong shape, digit count, "-0.00", exponent, or anything that is not a fixed decimal.

@@ -67,5 +67,6 @@ void register_check(CLI::App& app, Commands& commands);
 void register_certify(CLI::App& app, Commands& commands);
 void register_gen(CLI::App& app, Commands& commands);
 void register_stress(CLI::App& app, Commands& commands);
+void register_package(CLI::App& app, Commands& commands);
 
 }  // namespace attn::cli

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   constexpr std::pair<std::string_view, Register> kCommands[] = {
       {"solve", register_solve},     {"validate", register_validate}, {"oracle", register_oracle},
       {"check", register_check},     {"gen", register_gen},           {"stress", register_stress},
-      {"certify", register_certify}, {"verify", register_verify},
+      {"certify", register_certify}, {"verify", register_verify},     {"package", register_package},
   };
 #endif
   // Only the command asked for is built: setting up every command's options took most of a small

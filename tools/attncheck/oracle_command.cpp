@@ -78,10 +78,16 @@ Result<Instance, Error> load_instance(const std::string& path, const ProblemSetu
   return std::move(instance).value();
 }
 
-// "; the answer file differs: ..." when an answer file is given and is not accepted.
-std::string answer_file_note(const Certificate& certificate, const std::optional<std::string>& answer) {
+// "; the answer file differs: ..." when an answer file is given and is not accepted, or when its
+// certificate section is not the oracle's.
+std::string answer_file_note(const Certificate& certificate, const std::optional<std::string>& answer,
+                             std::string_view problem) {
   if (!answer) return "";
-  const Verdict verdict = verify::check_output(certificate, *answer);
+  const verify::AnswerParts parts = verify::split_answer(*answer);
+  if (!parts.section.empty() && parts.section != verify::certificate_section(certificate, problem)) {
+    return " [note: the answer file's certificate section differs from the oracle's]";
+  }
+  const Verdict verdict = verify::check_output(certificate, parts.values);
   if (verdict.kind == VerdictKind::ok || verdict.kind == VerdictKind::acceptable) return "";
   return " [note: the answer file is not accepted either: " + verdict.message + "]";
 }
@@ -107,9 +113,11 @@ int run_check(const ProblemOptions& options, const std::vector<std::string>& fil
     answer = std::move(read).value();
   }
   const Certificate certificate = verify::certify(*instance);
-  const Verdict verdict = verify::check_output(certificate, *output);
-  const std::string line =
-      std::string(verify::verdict_name(verdict.kind)) + ": " + verdict.message + answer_file_note(certificate, answer);
+  // A package's answer file checked as an output carries its own certificate section: not output.
+  const std::string_view section = answer ? verify::split_answer(*answer).section : std::string_view{};
+  const Verdict verdict = verify::check_output(certificate, verify::without_section_echo(*output, section));
+  const std::string line = std::string(verify::verdict_name(verdict.kind)) + ": " + verdict.message +
+                           answer_file_note(certificate, answer, problem_name(setup->problem));
   const bool accepted = verdict.kind == VerdictKind::ok || verdict.kind == VerdictKind::acceptable;
   if (!kattis) {
     std::fprintf(stderr, "%s\n", line.c_str());
@@ -129,20 +137,75 @@ struct FileReport {
   std::string line;
 };
 
-FileReport certify_file(const std::filesystem::path& input, const ProblemSetup& setup) {
-  const std::string name = input.filename().string();
-  std::filesystem::path answer_path = input;
-  answer_path.replace_extension(".ans");
-  if (!std::filesystem::exists(answer_path)) answer_path.replace_extension(".out");
-  if (!std::filesystem::exists(answer_path))
-    return {FileOutcome::skipped, name + ": skipped (no .ans or .out beside it)"};
-  const auto instance = load_instance(input.string(), setup, Strictness::strict);
-  if (!instance) return {FileOutcome::failed, name + ": invalid input: " + instance.error().message};
-  const auto answer = read_input(answer_path.string());
-  if (!answer) return {FileOutcome::failed, name + ": " + answer.error().message};
+namespace fs = std::filesystem;
+
+// One test certify looks at: its input, its answer (empty path when there is none), its name.
+struct TestFile {
+  fs::path input;
+  fs::path answer;
+  std::string name;
+};
+
+// A directory of judge tests as certify reads it: X.in beside X.ans (or X.out); a judge package
+// written by `attncheck package`: icpc (problem.yaml, data/**/X.in with X.ans) or polygon
+// (check.cpp, tests/NN with tests/NN.a), whose answers must carry their certificate section.
+struct TestDirectory {
+  std::vector<TestFile> tests;
+  bool package = false;
+};
+
+Result<TestDirectory, Error> list_tests(const fs::path& directory) {
+  TestDirectory out;
+  std::error_code error;
+  const bool icpc = fs::exists(directory / "problem.yaml", error) && fs::is_directory(directory / "data", error);
+  const bool polygon = fs::exists(directory / "check.cpp", error) && fs::is_directory(directory / "tests", error);
+  out.package = icpc || polygon;
+  auto answer_of = [](fs::path answer, std::initializer_list<const char*> extensions) {
+    for (const char* extension : extensions) {
+      answer.replace_extension(extension);
+      if (fs::exists(answer)) return answer;
+    }
+    return fs::path{};
+  };
+  if (icpc) {
+    for (auto it = fs::recursive_directory_iterator(directory / "data", error); !error && it != fs::end(it);
+         it.increment(error)) {
+      if (it->path().extension() != ".in") continue;
+      out.tests.push_back({it->path(), answer_of(it->path(), {".ans"}), fs::relative(it->path(), directory).string()});
+    }
+  } else {
+    const fs::path folder = polygon ? directory / "tests" : directory;
+    for (const auto& entry : fs::directory_iterator(folder, error)) {
+      const fs::path& path = entry.path();
+      if (polygon ? !path.has_extension() : path.extension() == ".in") {
+        const fs::path answer = polygon ? answer_of(path.string() + ".a", {".a"}) : answer_of(path, {".ans", ".out"});
+        out.tests.push_back(
+            {path, answer, polygon ? fs::relative(path, directory).string() : path.filename().string()});
+      }
+    }
+  }
+  if (error) return Error{"cannot list '" + directory.string() + "': " + error.message()};
+  std::sort(out.tests.begin(), out.tests.end(), [](const TestFile& a, const TestFile& b) { return a.name < b.name; });
+  return out;
+}
+
+FileReport certify_file(const TestFile& test, const ProblemSetup& setup, bool package) {
+  if (test.answer.empty()) return {FileOutcome::skipped, test.name + ": skipped (no answer file beside it)"};
+  const auto instance = load_instance(test.input.string(), setup, Strictness::strict);
+  if (!instance) return {FileOutcome::failed, test.name + ": invalid input: " + instance.error().message};
+  const auto answer = read_input(test.answer.string());
+  if (!answer) return {FileOutcome::failed, test.name + ": " + answer.error().message};
   const Certificate certificate = verify::certify(*instance);
-  const Verdict verdict = verify::check_output(certificate, *answer);
-  const std::string answer_name = answer_path.filename().string();
+  const verify::AnswerParts parts = verify::split_answer(*answer);
+  const std::string answer_name = (fs::path(test.name).parent_path() / test.answer.filename()).string();
+  if (package && parts.section.empty()) {
+    return {FileOutcome::failed, answer_name + ": no certificate section (the portable checker needs it)"};
+  }
+  if (!parts.section.empty() &&
+      parts.section != verify::certificate_section(certificate, problem_name(setup.problem))) {
+    return {FileOutcome::failed, answer_name + ": wrong: the certificate section differs from the oracle's"};
+  }
+  const Verdict verdict = verify::check_output(certificate, parts.values);
   if (verdict.kind == VerdictKind::wrong_answer || verdict.kind == VerdictKind::presentation_error) {
     return {FileOutcome::failed, answer_name + ": wrong: " + verdict.message};
   }
@@ -203,7 +266,9 @@ void register_check(CLI::App& app, Commands& commands) {
   command->footer(
       "testlib: exit 0 OK, 1 WA, 2 PE, 3 FAIL (bad input), one line on stderr.\n"
       "Kattis: exit 42 / 43, the reason in FEEDBACK_DIR/judgemessage.txt.\n"
-      "The truth comes from IN through the oracle; ANS is only compared to report a wrong answer file.\n");
+      "The truth comes from IN through the oracle; ANS is only compared to report a wrong answer file\n"
+      "(and its certificate section, if any, to the oracle's). A copy of ANS's certificate section at\n"
+      "the end of OUT is not output (judge systems check the answer file itself).\n");
   commands.push_back({command, [options, files, kattis]() -> int { return run_check(*options, *files, *kattis); }});
 }
 
@@ -212,23 +277,21 @@ void register_certify(CLI::App& app, Commands& commands) {
   auto directory = std::make_shared<std::string>();
   auto* command = app.add_subcommand("certify", "Certify every X.in / X.ans (or X.out) pair in a directory");
   add_problem_options(*command, *options);
-  command->add_option("directory", *directory, "directory of judge tests")->required();
+  command->add_option("directory", *directory, "directory of judge tests, or a package from `attncheck package`")
+      ->required();
   command->footer(
       "Each input is validated strictly and its answer checked against the oracle. Exit 1 if any\n"
-      "input is invalid or any answer wrong.\n");
+      "input is invalid or any answer wrong. A judge package (icpc: data/**/X.in + X.ans; polygon:\n"
+      "tests/NN + NN.a) is walked whole, and each answer's certificate section must be the oracle's.\n");
   commands.push_back({command, [options, directory]() -> int {
                         const auto setup = resolve_problem(*options);
                         if (!setup) return fail(setup.error(), 1);
-                        std::error_code error;
-                        std::vector<std::filesystem::path> inputs;
-                        for (const auto& entry : std::filesystem::directory_iterator(*directory, error)) {
-                          if (entry.path().extension() == ".in") inputs.push_back(entry.path());
-                        }
-                        if (error) return fail(Error{"cannot list '" + *directory + "': " + error.message()}, 1);
-                        std::sort(inputs.begin(), inputs.end());
+                        const auto listed = list_tests(*directory);
+                        if (!listed) return fail(listed.error(), 1);
+                        const std::vector<TestFile>& inputs = listed->tests;
                         std::size_t counts[4] = {0, 0, 0, 0};
-                        for (const auto& input : inputs) {
-                          const FileReport report = certify_file(input, *setup);
+                        for (const TestFile& input : inputs) {
+                          const FileReport report = certify_file(input, *setup, listed->package);
                           std::printf("%s\n", report.line.c_str());
                           ++counts[static_cast<int>(report.outcome)];
                         }

@@ -1,0 +1,394 @@
+// attncheck package: the layout of icpc and polygon packages, certify on a package, the CLI's
+// refusals; and the proof of equivalence: the generated checker and validator, compiled with the
+// system compiler (g++ -std=c++17 -O2, nothing else), give the verdict, message and exit code of
+// `attncheck check` / `attncheck validate` on the rounding traps, stress outputs of a correct
+// program and of wrong ones, the checker's fuzz corpus and the malformed-input corpora.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "checker.hpp"
+#include "cli_runner.hpp"
+#include "generators.hpp"
+#include "instance_io.hpp"
+#include "solve.hpp"
+#include "tools/test_package_cases.hpp"
+
+extern char** environ;
+
+namespace attn {
+namespace {
+
+namespace fs = std::filesystem;
+using testing_support::run_attncheck;
+using testing_support::slurp;
+using testing_support::TempDir;
+
+const std::string kSource = ATTNCHECK_SOURCE_DIR;
+
+struct Exit {
+  int status = -1;
+  std::string err;  ///< what the program wrote on stderr
+};
+
+// Runs argv directly (no shell: thousands of runs), stdin from `input`, stdout discarded.
+Exit run(const std::vector<std::string>& argv, const std::string& input, const std::string& scratch) {
+  const std::string err_path = scratch + "/stderr";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, input.c_str(), O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return {-1, "cannot run " + argv[0]};
+  int raw = 0;
+  waitpid(pid, &raw, 0);
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(err_path)};
+}
+
+std::string write(const std::string& path, std::string_view text) {
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  std::fwrite(text.data(), 1, text.size(), file);
+  std::fclose(file);
+  return path;
+}
+
+// A package and its checker and validator, compiled.
+struct Portable {
+  std::string package, check, validate;
+};
+
+// Packages each problem (with its `attncheck package` arguments) into dir/PROBLEM and compiles the
+// package's checker or validator with the system g++, all compilers at once.
+std::map<std::string, Portable> build_portable(const TempDir& dir, const std::map<std::string, std::string>& problems,
+                                               bool checker) {
+  std::map<std::string, Portable> out;
+  std::string compile;
+  for (const auto& [problem, args] : problems) {
+    Portable& tools = out[problem];
+    tools = {dir.path() + "/" + problem, dir.path() + "/check-" + problem, dir.path() + "/validate-" + problem};
+    const auto packaged = run_attncheck("package --problem " + problem + " --out " + tools.package + " " + args, "");
+    EXPECT_EQ(packaged.status, 0) << packaged.err;
+    compile += checker ? "g++ -std=c++17 -O2 " + tools.package + "/output_validators/check.cpp -o " + tools.check
+                       : "g++ -std=c++17 -O2 " + tools.package + "/input_validators/validate.cpp -o " + tools.validate;
+    compile += " & ";
+  }
+  // `wait` alone reports nothing: a failed compiler shows as a missing binary below.
+  EXPECT_EQ(std::system((compile + "wait").c_str()), 0) << compile;
+  for (const auto& [problem, tools] : out) EXPECT_TRUE(fs::exists(checker ? tools.check : tools.validate)) << problem;
+  return out;
+}
+
+TEST(PackageCommand, IcpcAndPolygonLayoutsCertify) {
+  TempDir dir;
+  for (const std::string problem : {"ai006", "ai031"}) {
+    const std::string icpc = dir.path() + "/" + problem + "-icpc", polygon = dir.path() + "/" + problem + "-polygon";
+    const auto made = run_attncheck("package --problem " + problem + " --out " + icpc + " --tests 3 --seed 5", "");
+    ASSERT_EQ(made.status, 0) << made.err;
+    EXPECT_NE(made.out.find("5 tests (2 samples)"), std::string::npos) << made.out;
+    EXPECT_NE(slurp(icpc + "/problem.yaml").find("validation: custom"), std::string::npos);
+    for (const char* file : {"data/sample/lesson-sample.in", "data/secret/001-random-5.in",
+                             "data/secret/002-edge-6.ans", "data/secret/003-max-7.ans", "input_validators/validate.cpp",
+                             "output_validators/check.cpp", "attncheck-package.txt"}) {
+      if (problem == "ai006" && std::string(file) == "data/sample/lesson-sample.in")
+        file = "data/sample/lesson-sample2.in";
+      EXPECT_TRUE(fs::exists(icpc + "/" + file)) << icpc << "/" << file;
+    }
+    const std::string answer = slurp(icpc + "/data/secret/002-edge-6.ans");
+    EXPECT_NE(answer.find("\n# attncheck-certificate v1 problem=" + problem + " rows="), std::string::npos) << answer;
+    EXPECT_EQ(answer.substr(answer.size() - 6), "# end\n");
+
+    ASSERT_EQ(
+        run_attncheck("package --problem " + problem + " --format polygon --out " + polygon + " --tests 3", "").status,
+        0);
+    for (const char* file : {"tests/01", "tests/01.a", "tests/05", "tests/05.a", "check.cpp", "validator.cpp"}) {
+      EXPECT_TRUE(fs::exists(polygon + "/" + file)) << polygon << "/" << file;
+    }
+    // One checker source serves both conventions; the validators differ in their default exit codes.
+    EXPECT_EQ(slurp(polygon + "/check.cpp"), slurp(icpc + "/output_validators/check.cpp"));
+    std::string validator = slurp(icpc + "/input_validators/validate.cpp");
+    validator.replace(validator.find("kKattis = true"), 14, "kKattis = false");
+    EXPECT_EQ(slurp(polygon + "/validator.cpp"), validator);
+
+    for (const std::string& package : {icpc, polygon}) {
+      const auto certified = run_attncheck("certify --problem " + problem + " " + package, "");
+      EXPECT_EQ(certified.status, 0) << certified.out << certified.err;
+      EXPECT_NE(certified.out.find("5 inputs: 5 certified"), std::string::npos) << certified.out;
+    }
+    // certify refuses an answer whose certificate section is not the oracle's, or is missing.
+    const std::string ans = icpc + "/data/secret/001-random-5.ans";
+    const std::string original = slurp(ans);
+    write(ans, original.substr(0, original.find("# attncheck-certificate")));
+    EXPECT_EQ(run_attncheck("certify --problem " + problem + " " + icpc, "").status, 1);
+    write(ans, original.substr(0, original.size() - 6) + "1 1 0.0000 0.0001 band\n# end\n");
+    const auto tampered = run_attncheck("certify --problem " + problem + " " + icpc, "");
+    EXPECT_EQ(tampered.status, 1);
+    EXPECT_NE(tampered.out.find("certificate section differs"), std::string::npos) << tampered.out;
+  }
+}
+
+TEST(PackageCommand, RefusalsAndHelp) {
+  TempDir dir;
+  const auto help = run_attncheck("package --help", "");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_NE(help.out.find("--add-tests"), std::string::npos);
+  EXPECT_NE(help.out.find("polygon"), std::string::npos);
+  // A folder with other things in it is never overwritten; an earlier package is replaced.
+  dir.file("keep.txt", "mine\n");
+  const auto refused = run_attncheck("package --problem ai031 --tests 1 --out " + dir.path(), "");
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(refused.err.find("not empty"), std::string::npos) << refused.err;
+  const std::string again = dir.path() + "/pkg";
+  ASSERT_EQ(run_attncheck("package --problem ai031 --tests 4 --out " + again, "").status, 0);
+  ASSERT_EQ(run_attncheck("package --problem ai031 --tests 1 --out " + again, "").status, 0);
+  EXPECT_FALSE(fs::exists(again + "/data/secret/004-random-4.in"));  // the earlier tests are gone
+  // --tests 0 packages the user's tests alone, each strict-valid.
+  EXPECT_NE(
+      run_attncheck("package --problem ai031 --tests 0 --out " + dir.path() + "/none", "").err.find("--add-tests"),
+      std::string::npos);
+  const std::string mine = dir.path() + "/mine";
+  fs::create_directory(mine);
+  write(mine + "/one.in", "1 1 1\n1\n1\n-0.005\n1\n");
+  const std::string own = dir.path() + "/own";
+  const auto packaged = run_attncheck("package --problem ai031 --tests 0 --add-tests " + mine + " --out " + own, "");
+  ASSERT_EQ(packaged.status, 0) << packaged.err;
+  EXPECT_EQ(slurp(own + "/data/secret/one.ans"),
+            "0.00\n# attncheck-certificate v1 problem=ai031 rows=1 cols=1 decimals=2 ambiguous=1\n"
+            "1 1 -0.01 0.00 tie\n# end\n");
+  EXPECT_FALSE(fs::exists(own + "/data/sample"));
+  write(mine + "/two.in", "1 1 1\n1\n1\n+1\n1\n");
+  const auto invalid = run_attncheck("package --problem ai031 --tests 0 --add-tests " + mine + " --out " + own, "");
+  EXPECT_EQ(invalid.status, 1);
+  EXPECT_NE(invalid.err.find("two.in: not strict-valid: line 4, column 1"), std::string::npos) << invalid.err;
+}
+
+// Tallies a run of comparisons and prints it.
+struct Tally {
+  const char* what;
+  std::size_t cases = 0, through_cli = 0, kattis = 0, mismatches = 0;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  void print() const {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf(
+        "%s: %zu cases, identical verdict, message and exit code on all but %zu; %zu also through the "
+        "attncheck process (testlib), %zu in the Kattis convention; %.1f s\n",
+        what, cases, mismatches, through_cli, kattis, seconds);
+  }
+};
+
+TEST(PortableEquivalence, CheckerGivesTheVerdictsOfCheck) {
+  TempDir dir;
+  // general packages the lesson's examples through --add-tests (--tests 0).
+  std::map<std::string, Portable> portable =
+      build_portable(dir,
+                     {{"ai006", "--tests 2"},
+                      {"ai031", "--tests 2"},
+                      {"general", "--tests 0 --add-tests " + kSource + "/corpus/samples/general"}},
+                     true);
+  const std::string scratch = dir.path(), feedback = dir.path() + "/feedback";
+  fs::create_directory(feedback);
+  Tally tally{"checker"};
+  std::map<std::string, std::size_t> by_source, by_verdict;
+
+  // One case: the portable checker against the library's check_output (what `attncheck check`
+  // runs), and on every 10th case the attncheck process itself in both conventions.
+  auto compare = [&](const std::string& problem, const std::string& in, const std::string& ans,
+                     const verify::Certificate& certificate, const std::string& output, const std::string& source) {
+    const std::string out = write(scratch + "/out", output);
+    const std::string answer = slurp(ans);
+    const verify::Verdict verdict =
+        verify::check_output(certificate, verify::without_section_echo(output, verify::split_answer(answer).section));
+    const bool accepted = verdict.kind == verify::VerdictKind::ok || verdict.kind == verify::VerdictKind::acceptable;
+    const int status = accepted ? 0 : verdict.kind == verify::VerdictKind::wrong_answer ? 1 : 2;
+    const std::string line = std::string(verify::verdict_name(verdict.kind)) + ": " + verdict.message + "\n";
+    ++by_verdict[std::string(verify::verdict_name(verdict.kind))];
+    const Exit got = run({portable[problem].check, in, out, ans}, "/dev/null", scratch);
+    const bool same = got.status == status && got.err == line;
+    if (!same && ++tally.mismatches <= 5) {
+      ADD_FAILURE() << source << " (" << problem << "): portable " << got.status << " " << got.err << "library "
+                    << status << " " << line << "output:\n"
+                    << output;
+    }
+    if (tally.cases % 10 == 0) {
+      ++tally.through_cli;
+      const Exit cli = run({ATTNCHECK_BINARY, "check", "--problem", problem, in, out, ans}, "/dev/null", scratch);
+      EXPECT_EQ(cli.status, got.status) << source;
+      EXPECT_EQ(cli.err, got.err) << source;
+    }
+    if (tally.cases % 10 == 5) {
+      ++tally.kattis;
+      const Exit kattis = run({portable[problem].check, in, ans, feedback}, out, scratch);
+      const std::string message = slurp(feedback + "/judgemessage.txt");
+      const Exit cli =
+          run({ATTNCHECK_BINARY, "check", "--problem", problem, "--kattis", in, ans, feedback}, out, scratch);
+      EXPECT_EQ(kattis.status, accepted ? 42 : 43) << source;
+      EXPECT_EQ(cli.status, kattis.status) << source;
+      EXPECT_EQ(slurp(feedback + "/judgemessage.txt"), message) << source;
+      EXPECT_EQ(message, line) << source;
+    }
+    ++tally.cases;
+    ++by_source[source];
+  };
+  // An instance's input and certified answer files, and its certificate.
+  auto prepare = [&](const std::string& problem, const Instance& instance, const std::string& stem) {
+    const verify::Certificate certificate = verify::certify(instance);
+    write(scratch + "/" + stem + ".in", write_instance(instance));
+    write(scratch + "/" + stem + ".ans", verify::answer_text(certificate, problem));
+    return certificate;
+  };
+
+  // 1. The rounding traps and the checker fuzz target's instances, each with every mutation.
+  std::size_t trap_index = 0;
+  for (const testing_support::Trap& trap : testing_support::kTraps) {
+    const Problem problem = *problem_from_name(trap.problem);
+    const Instance instance = read_instance(trap.input, problem, default_limits(problem)).value();
+    const std::string stem = "trap" + std::to_string(trap_index++);
+    const verify::Certificate certificate = prepare(trap.problem, instance, stem);
+    const std::string correct = format_solution(instance, solve(instance));
+    std::mt19937_64 rng(trap_index);
+    for (int kind = 0; kind < testing_support::kMutationKinds; ++kind) {
+      compare(trap.problem, scratch + "/" + stem + ".in", scratch + "/" + stem + ".ans", certificate,
+              testing_support::mutate(correct, certificate, scratch + "/" + stem + ".ans", kind, rng),
+              "rounding traps");
+    }
+  }
+  // 2. The checker fuzz corpus: byte 0 picks the instance (fuzz/checker.cpp), the rest is output.
+  std::vector<verify::Certificate> fuzz_certificates;
+  for (std::size_t k = 0; k < testing_support::kFuzzCases.size(); ++k) {
+    const auto& [name, input] = testing_support::kFuzzCases[k];
+    const Problem problem = *problem_from_name(name);
+    fuzz_certificates.push_back(
+        prepare(name, read_instance(input, problem, default_limits(problem)).value(), "fuzz" + std::to_string(k)));
+  }
+  std::vector<fs::path> corpus;
+  for (const auto& entry : fs::directory_iterator(kSource + "/corpus/checker")) corpus.push_back(entry.path());
+  std::sort(corpus.begin(), corpus.end());
+  for (const fs::path& path : corpus) {
+    const std::string bytes = slurp(path.string());
+    if (bytes.empty()) continue;
+    const std::size_t k = static_cast<unsigned char>(bytes[0]) % testing_support::kFuzzCases.size();
+    const std::string stem = scratch + "/fuzz" + std::to_string(k);
+    compare(testing_support::kFuzzCases[k].first, stem + ".in", stem + ".ans", fuzz_certificates[k], bytes.substr(1),
+            "checker fuzz corpus");
+  }
+  // 3. Stress: 1000 outputs of the production solver (a correct program) and of wrong programs
+  // (its output mutated), on generated instances and the packages' own tests.
+  constexpr int kStressOutputs = 1000;
+  const std::uint64_t seed = 2024;
+  std::mt19937_64 rng(seed);
+  std::printf("stress outputs: seed %llu\n", static_cast<unsigned long long>(seed));
+  for (int k = 0; by_source["stress"] < kStressOutputs; ++k) {
+    const std::string problem = k % 2 == 0 ? "ai006" : "ai031";
+    const Problem id = *problem_from_name(problem);
+    verify::GenOptions options = verify::gen_options(id, k % 4 < 2 ? verify::Profile::edge : verify::Profile::random);
+    options.limits.max_n = 10;  // the oracle under ASan: small instances, many of them
+    options.limits.max_m = 10;
+    options.limits.max_d = 8;
+    const Instance instance = verify::sample_instance(options, seed + k);
+    const verify::Certificate certificate = prepare(problem, instance, "stress");
+    const std::string correct = format_solution(instance, solve(instance));
+    for (int j = 0; j < 20 && by_source["stress"] < kStressOutputs; ++j) {
+      const int kind = static_cast<int>(rng() % testing_support::kMutationKinds);
+      compare(problem, scratch + "/stress.in", scratch + "/stress.ans", certificate,
+              testing_support::mutate(correct, certificate, scratch + "/stress.ans", kind, rng), "stress");
+    }
+  }
+  for (const auto& [problem, tools] : portable) {
+    for (const auto& entry : fs::recursive_directory_iterator(tools.package + "/data")) {
+      if (entry.path().extension() != ".in") continue;
+      fs::path ans = entry.path();
+      ans.replace_extension(".ans");
+      const Problem id = *problem_from_name(problem);
+      const Instance instance = read_instance(slurp(entry.path().string()), id, default_limits(id)).value();
+      const verify::Certificate certificate = verify::certify(instance);
+      const std::string correct = format_solution(instance, solve(instance));
+      compare(problem, entry.path().string(), ans.string(), certificate, correct, "package tests");
+      compare(problem, entry.path().string(), ans.string(), certificate, slurp(ans.string()), "package tests");
+    }
+  }
+  for (const auto& [source, count] : by_source) std::printf("  %s: %zu\n", source.c_str(), count);
+  for (const auto& [verdict, count] : by_verdict) std::printf("  verdict %s: %zu\n", verdict.c_str(), count);
+  tally.print();
+  EXPECT_EQ(tally.mismatches, 0u);
+  EXPECT_EQ(by_source["stress"], static_cast<std::size_t>(kStressOutputs));
+}
+
+TEST(PortableEquivalence, ValidatorGivesTheVerdictsOfValidate) {
+  TempDir dir;
+  std::map<std::string, Portable> portable =
+      build_portable(dir, {{"ai006", "--tests 1"}, {"ai031", "--tests 1"}, {"general", "--tests 1"}}, false);
+  const std::string scratch = dir.path();
+  Tally tally{"validator"};
+  std::size_t valid = 0, invalid = 0;
+  auto compare = [&](const std::string& problem, const std::string& path) {
+    const Problem id = *problem_from_name(problem);
+    const auto read = read_instance(slurp(path), id, default_limits(id), Strictness::strict);
+    const int status = read ? 0 : 1;
+    ++(read ? valid : invalid);
+    const std::string err = read ? "" : read.error().to_string() + "\n";
+    const Exit got = run({portable[problem].validate, "--testlib"}, path, scratch);
+    if ((got.status != status || got.err != err) && ++tally.mismatches <= 5) {
+      ADD_FAILURE() << path << " (" << problem << "): portable " << got.status << " " << got.err << "library " << status
+                    << " " << err;
+    }
+    if (tally.cases % 10 == 0) {
+      ++tally.through_cli;
+      const Exit cli = run({ATTNCHECK_BINARY, "validate", "--problem", problem}, path, scratch);
+      EXPECT_EQ(cli.status, got.status) << path;
+      EXPECT_EQ(cli.err, got.err) << path;
+    }
+    if (tally.cases % 10 == 5) {
+      ++tally.kattis;
+      const Exit kattis = run({portable[problem].validate}, path, scratch);  // icpc: 42 / 43 by default
+      const Exit cli = run({ATTNCHECK_BINARY, "validate", "--problem", problem, "--kattis"}, path, scratch);
+      EXPECT_EQ(kattis.status, status == 0 ? 42 : 43) << path;
+      EXPECT_EQ(cli.status, kattis.status) << path;
+      EXPECT_EQ(cli.err, kattis.err) << path;
+    }
+    ++tally.cases;
+  };
+  auto files = [](const std::string& folder) {
+    std::vector<std::string> paths;
+    for (const auto& entry : fs::directory_iterator(folder)) paths.push_back(entry.path().string());
+    std::sort(paths.begin(), paths.end());
+    return paths;
+  };
+  for (const std::string& path : files(kSource + "/corpus/strict_validator")) {
+    for (const char* problem : {"ai006", "ai031", "general"}) compare(problem, path);
+  }
+  for (const char* problem : {"ai006", "ai031", "general"}) {
+    for (const std::string& path : files(kSource + "/corpus/reader_" + std::string(problem))) compare(problem, path);
+    for (const std::string& path : files(kSource + "/corpus/samples/" + std::string(problem))) compare(problem, path);
+    // Each sample input broken one way at a time (testing_support::break_input).
+    std::size_t variant = 0;
+    for (const std::string& path : files(kSource + "/corpus/samples/" + std::string(problem))) {
+      if (fs::path(path).extension() != ".in") continue;
+      for (const std::string& broken : testing_support::broken_inputs(slurp(path))) {
+        compare(problem, write(scratch + "/broken-" + std::to_string(variant++), broken));
+      }
+    }
+  }
+  std::printf("  valid %zu, invalid %zu\n", valid, invalid);
+  tally.print();
+  EXPECT_EQ(tally.mismatches, 0u);
+}
+
+}  // namespace
+}  // namespace attn
