@@ -44,8 +44,8 @@ struct FlashOptions {
   double scale_divisor = 1.0;                ///< scores are Q·Kᵀ / scale_divisor (> 0) unless `scale` is set
   std::optional<double> scale;               ///< PyTorch's multiplier: scores are (Q·Kᵀ)·scale (finite, any sign),
                                              ///< converted once to the kernel's precision
-  std::size_t query_tile = 128;              ///< queries per work item (128: fastest at n = 2048, hd = 64)
-  std::size_t key_tile = 64;                 ///< keys per online step, rounded up to the SIMD tile
+  std::size_t query_tile = 256;              ///< queries per work item (with key_tile 128: fastest measured)
+  std::size_t key_tile = 128;                ///< keys per online step, rounded up to the SIMD tile
   unsigned threads = 1;                      ///< 0 = std::thread::hardware_concurrency()
   SimdLevel simd = SimdLevel::automatic;
 };
