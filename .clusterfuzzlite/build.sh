@@ -5,7 +5,12 @@
 # <target>.dict and <target>_seed_corpus.zip (corpus/<target>/).
 # scripts/cflite-check runs this script on a Debian host with the variables OSS-Fuzz sets.
 project=$SRC/attncheck
-targets=(reader_ai006 reader_ai031 reader_general strict_validator formatter kernel_oracle checker)
+# Every fuzz/<target>.cpp but the replay driver is a target (fuzz/CMakeLists.txt adds each).
+targets=()
+for source in "$project"/fuzz/*.cpp; do
+  target=$(basename "$source" .cpp)
+  [ "$target" = replay_main ] || targets+=("$target")
+done
 
 # RapidCheck (the property library attn_verify links): built here with the same compiler and flags
 # when its sources are in $SRC/rapidcheck (the OSS-Fuzz image, where C++ uses libc++); otherwise

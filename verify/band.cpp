@@ -141,10 +141,7 @@ struct BlockScaling {
         sigma_lo(divisor_bound(d, MPFR_RNDD)),
         sigma_hi(divisor_bound(d, MPFR_RNDU)),
         dots(exponent) {}
-  bool matches(const ExactDivisor& d, long exponent) const {
-    return dot_exponent == exponent && divisor.kind == d.kind && divisor.radicand == d.radicand &&
-           divisor.value.exponent == d.value.exponent && divisor.value.mantissa == d.value.mantissa;
-  }
+  bool matches(const ExactDivisor& d, long exponent) const { return dot_exponent == exponent && divisor == d; }
 };
 
 BlockScaling& block_scaling(const ExactDivisor& divisor, long dot_exponent) {

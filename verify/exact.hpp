@@ -60,6 +60,12 @@ struct ExactDivisor {
   ScaledDecimal value;
 };
 
+/// The same divisor: kind, radicand and explicit value all equal (as the cached tables key on).
+[[nodiscard]] inline bool operator==(const ExactDivisor& a, const ExactDivisor& b) {
+  return a.kind == b.kind && a.radicand == b.radicand && a.value.exponent == b.value.exponent &&
+         a.value.mantissa == b.value.mantissa;
+}
+
 /// An instance with every input held exactly. Keeps a pointer to `instance`, which must outlive it.
 struct ExactInstance {
   const Instance* instance = nullptr;

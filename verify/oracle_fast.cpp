@@ -83,20 +83,15 @@ constexpr int kFastTableBits = 64;
 // small instances of a fuzz or stress run each touch a few dozen of the ~250 entries.
 struct FastTable {
   bool usable = false;  ///< the threshold fits in 64 bits, so every non-tail gap is a uint64
+  ExactDivisor divisor;
   long dot_exponent = 0;
-  ScaleKind kind = ScaleKind::none;
-  std::size_t radicand = 0;
-  ScaledDecimal value;
   Integer threshold;
   double tail_upper = 0;
   MpfiInterval factor{kFastTableBits};  ///< f, enclosed at kFastTableBits
   std::vector<std::array<Interval, 16>> digits;
   std::vector<std::uint16_t> filled;  ///< per level: bit d set once digits[l][d] is computed
 
-  bool matches(const ExactDivisor& divisor, long exponent) const {
-    return dot_exponent == exponent && kind == divisor.kind && radicand == divisor.radicand &&
-           value.exponent == divisor.value.exponent && value.mantissa == divisor.value.mantissa;
-  }
+  bool matches(const ExactDivisor& d, long exponent) const { return dot_exponent == exponent && divisor == d; }
 
   // e^{-d·16^l·f}, computed at kFastTableBits with its own precision (no PrecisionScope: MPFI's
   // explicit-precision calls do not touch Boost's process-wide default).
@@ -124,10 +119,8 @@ FastTable& fast_table(const ExactDivisor& divisor, long dot_exponent) {
     if (table.matches(divisor, dot_exponent)) return table;
   }
   FastTable table;
+  table.divisor = divisor;
   table.dot_exponent = dot_exponent;
-  table.kind = divisor.kind;
-  table.radicand = divisor.radicand;
-  table.value = divisor.value;
   {
     PrecisionScope scope(kFastTableBits);
     const Real factor = score_factor(divisor, dot_exponent);

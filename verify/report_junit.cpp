@@ -24,6 +24,13 @@ void append_case(std::string& out, const std::string& classname, const std::stri
          "</failure>\n    </testcase>\n";
 }
 
+// Failed testcases of a stage: the stage's own and its runs'.
+std::size_t failures_of(const StageResult& stage) {
+  std::size_t failures = stage.passed ? 0 : 1;
+  for (const StageRun& run : stage.runs) failures += run.passed ? 0 : 1;
+  return failures;
+}
+
 }  // namespace
 
 std::string xml_escape(const std::string& text) {
@@ -57,15 +64,13 @@ std::string junit_xml(const CampaignReport& report, double seconds) {
   std::size_t tests = 0, failures = 0;
   for (const StageResult& stage : report.stages) {
     tests += 1 + stage.runs.size();
-    failures += stage.passed ? 0 : 1;
-    for (const StageRun& run : stage.runs) failures += run.passed ? 0 : 1;
+    failures += failures_of(stage);
   }
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out += "<testsuites name=\"attncheck verify\" tests=\"" + std::to_string(tests) + "\" failures=\"" +
          std::to_string(failures) + "\" errors=\"0\" time=\"" + seconds_text(seconds) + "\">\n";
   for (const StageResult& stage : report.stages) {
-    std::size_t stage_failures = stage.passed ? 0 : 1;
-    for (const StageRun& run : stage.runs) stage_failures += run.passed ? 0 : 1;
+    const std::size_t stage_failures = failures_of(stage);
     out += "  <testsuite name=\"" + xml_escape(stage.name) + "\" tests=\"" + std::to_string(1 + stage.runs.size()) +
            "\" failures=\"" + std::to_string(stage_failures) + "\" errors=\"0\" time=\"" + seconds_text(stage.seconds) +
            "\">\n";

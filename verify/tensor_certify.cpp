@@ -31,9 +31,6 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kDecades = 12;  // histogram bins as in report_svg.cpp: 0, 1e-12 .. 1, > 1
 
-// Lower bound of a - b for doubles: round to nearest, then one step down.
-double down(double x) { return next_down(x); }
-
 // What one row contributes to the report; merged in row order so threads do not change the result.
 struct RowOutcome {
   std::vector<TensorFailure> failures;
@@ -164,7 +161,7 @@ RowTerms band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure&
   double top_lower = -kInf;  // the largest score is at least every score's lower end
   for (const Interval& s : e.scores) top_lower = std::max(top_lower, s.lo);
   for (std::size_t k = 0; k < t.keys; ++k) {
-    t.gap.push_back(std::max(0.0, down(top_lower - e.scores[k].hi)));
+    t.gap.push_back(std::max(0.0, next_down(top_lower - e.scores[k].hi)));
     t.abs_bias.push_back(std::fabs(additive_bias(p, r.b, r.h, r.i, e.keys[k])));
     t.weight.push_back(e.weights[k].hi);
   }

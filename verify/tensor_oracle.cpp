@@ -206,9 +206,6 @@ RowEnclosure evaluate(const RowData& d, int bits) {
   return out;
 }
 
-// x rounded to `compute`: round_to, with fp64 (the identity) not even called.
-double round_compute(DType compute, double x) { return compute == DType::fp64 ? x : round_to(compute, x); }
-
 // plain_row with numbers of type T (double, or float when every input and operation is one) and
 // every operation's result passed through `r` (rounding to the compute format).
 template <typename T, typename Round>
@@ -220,8 +217,8 @@ std::vector<double> plain_row_in(const TensorProblem& p, std::size_t row, const 
   const RowIndex at = row_index(p, row);
   const std::size_t kv = kv_head_of(p, at.h);
   const DType compute = std::is_same_v<T, float> ? DType::fp32 : DType::fp64;
-  const T scale = static_cast<T>(
-      r(static_cast<T>(round_compute(compute, p.scale.value_or(1 / std::sqrt(static_cast<double>(p.E)))))));
+  const T scale =
+      static_cast<T>(r(static_cast<T>(round_to(compute, p.scale.value_or(1 / std::sqrt(static_cast<double>(p.E)))))));
   const double* q = p.query.data() + tensor_index(p, p.q_heads, p.L, p.E, at.b, at.h, at.i, 0);
   std::vector<const double*> values;  // v_j of each key taking part: Ev contiguous doubles
   std::vector<const double*> keys;    // k_j of each key taking part: E contiguous doubles
@@ -253,7 +250,7 @@ std::vector<double> plain_row_in(const TensorProblem& p, std::size_t row, const 
   const T top = *std::max_element(scores.begin(), scores.end());
   T total = 0;
   for (T& s : scores)
-    total = r(total + (s = r(static_cast<T>(round_compute(compute, std::exp(static_cast<double>(r(s - top))))))));
+    total = r(total + (s = r(static_cast<T>(round_to(compute, std::exp(static_cast<double>(r(s - top))))))));
   for (std::size_t t = 0; t < values.size(); ++t) {
     const T weight = r(scores[t] / total);
     const double* v = values[t];
@@ -333,7 +330,7 @@ Distance distance_to(const FineEnclosure& exact, double got) {
 std::vector<double> plain_row(const TensorProblem& p, std::size_t row, DType compute) {
   // fp32 compute on inputs that are floats: float arithmetic is the same rounding, and vectorizes.
   if (compute == DType::fp32 && p.dtype != DType::fp64) return plain_row_in<float>(p, row, [](float x) { return x; });
-  return plain_row_in<double>(p, row, [compute](double x) { return round_compute(compute, x); });
+  return plain_row_in<double>(p, row, [compute](double x) { return round_to(compute, x); });
 }
 
 }  // namespace attn::verify

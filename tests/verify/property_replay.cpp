@@ -38,10 +38,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const attn::verify::Property* property = nullptr;
-  for (const auto& p : attn::verify::properties()) {
-    if (p.name == name) property = &p;
-  }
-  if (property == nullptr) {
+  try {
+    property = &attn::verify::property(name);
+  } catch (const attn::ContractError&) {
     std::fprintf(stderr, "property_replay: no property '%s' (see verify/properties.cpp)\n", name.c_str());
     return 2;
   }
