@@ -2,7 +2,8 @@
 # lives, how it is built, and how a target's settings are read.
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bin=$root/build/fuzz/fuzz
+# ATTNCHECK_FUZZ_BIN: another libFuzzer build's target directory (a campaign on a second build tree).
+bin=${ATTNCHECK_FUZZ_BIN:-$root/build/fuzz/fuzz}
 
 # Builds the `fuzz` preset (clang-14, libFuzzer, ASan+UBSan) into build/fuzz.
 build_fuzzers() {

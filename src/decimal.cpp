@@ -11,14 +11,43 @@ namespace {
 // Exponents are read with saturation: anything past this is out of range either way.
 constexpr std::int64_t kExponentSaturation = 1'000'000'000;
 
+// What one pass over a token tells: strict (is_strict_decimal) and, beyond that, canonical (no
+// trailing zero after the point). Pointer loops: the only integer comparison per byte is the digit
+// test (coverage-instrumented builds trace each one; this runs once or twice per input number).
+struct Shape {
+  bool strict = false;
+  bool canonical = false;
+};
+
+Shape shape_of(std::string_view token) {
+  const char* p = token.data();
+  const char* const end = p + token.size();
+  const bool negative = p != end && *p == '-';
+  if (negative) ++p;
+  const char* const integer = p;
+  unsigned digit_bits = 0;  // the OR of every digit's value: zero exactly when all digits are '0'
+  while (p != end && is_digit(*p)) digit_bits |= static_cast<unsigned>(*p++ - '0');
+  if (p == integer) return {};
+  if (*integer == '0' && p - integer > 1) return {};  // leading zero
+  bool canonical = true;
+  if (p != end && *p == '.') {
+    const char* const fraction = ++p;
+    while (p != end && is_digit(*p)) digit_bits |= static_cast<unsigned>(*p++ - '0');
+    if (p == fraction) return {};  // "1."
+    canonical = p[-1] != '0';
+  }
+  if (p != end) return {};
+  if (negative && digit_bits == 0) return {};  // "-0", "-0.00"
+  return {true, canonical};
+}
+
 }  // namespace
 
 Decimal parse_decimal(std::string_view token) {
   Decimal out;
   // Fast path for what judge files hold: a token already canonical ("-12.5", "3", "0.25").
   // Under 300 characters its magnitude is below 10^300 and, when nonzero, above 10^-300.
-  if (token.size() < 300 && is_strict_decimal(token) &&
-      (token.back() != '0' || token.find('.') == std::string_view::npos)) {
+  if (token.size() < 300 && shape_of(token).canonical) {
     out.status = DecimalStatus::ok;
     out.negative = token[0] == '-';
     out.canonical.assign(token.data(), token.size());
@@ -97,24 +126,7 @@ Decimal parse_decimal(std::string_view token) {
   return out;
 }
 
-bool is_strict_decimal(std::string_view token) {
-  // One pass with plain loops (this runs once per input number).
-  std::size_t i = 0;
-  if (i < token.size() && token[i] == '-') ++i;
-  const std::size_t integer_start = i;
-  bool nonzero = false;
-  for (; i < token.size() && is_digit(token[i]); ++i) nonzero = nonzero || token[i] != '0';
-  const std::size_t integer_length = i - integer_start;
-  if (integer_length == 0) return false;
-  if (integer_length > 1 && token[integer_start] == '0') return false;  // leading zero
-  if (i < token.size() && token[i] == '.') {
-    const std::size_t fraction_start = ++i;
-    for (; i < token.size() && is_digit(token[i]); ++i) nonzero = nonzero || token[i] != '0';
-    if (i == fraction_start) return false;  // "1."
-  }
-  if (i != token.size()) return false;
-  return !(token[0] == '-' && !nonzero);  // "-0", "-0.00"
-}
+bool is_strict_decimal(std::string_view token) { return shape_of(token).strict; }
 
 int compare_magnitude(std::string_view a, std::string_view b) {
   if (!a.empty() && a[0] == '-') a.remove_prefix(1);

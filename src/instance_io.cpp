@@ -110,7 +110,7 @@ Result<Reader::Real> Reader::real(const Field& name, std::string_view bound, boo
 }
 
 Result<Reader::Real> Reader::real_value(const Token& t, const Field& name, std::string_view bound) {
-  const Decimal decimal = parse_decimal(t.text);
+  Decimal decimal = parse_decimal(t.text);
   auto shown = [&] { return std::string(t.text.substr(0, 40)) + (t.text.size() > 40 ? "..." : ""); };
   switch (decimal.status) {
     case DecimalStatus::not_a_number:
@@ -123,7 +123,8 @@ Result<Reader::Real> Reader::real_value(const Token& t, const Field& name, std::
     case DecimalStatus::ok:
       break;
   }
-  if (scanner_.strict() && !is_strict_decimal(t.text)) {
+  // A token equal to its canonical form is strict already (the common case: one string compare).
+  if (scanner_.strict() && decimal.canonical != t.text && !is_strict_decimal(t.text)) {
     return error_at(t, name.str() + " = " + quote_token(t.text) +
                            " is not a canonical decimal (expected -?(0|[1-9][0-9]*)(.[0-9]+)?, no '-0')");
   }
@@ -135,7 +136,7 @@ Result<Reader::Real> Reader::real_value(const Token& t, const Field& name, std::
   const std::string& canonical = decimal.canonical;
   std::from_chars(canonical.data(), canonical.data() + canonical.size(), real.value);
   if (decimal.negative && real.value == 0.0) real.value = -0.0;
-  real.text = canonical;
+  real.text = std::move(decimal.canonical);
   return real;
 }
 

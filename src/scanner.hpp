@@ -36,6 +36,8 @@ class Scanner {
 
  private:
   void advance();
+  /// Lenient mode: moves past any whitespace, counting lines.
+  void skip_space();
   std::string_view input_;
   bool strict_;
   std::size_t pos_ = 0;

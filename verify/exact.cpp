@@ -7,6 +7,7 @@
 
 #include "result.hpp"
 #include "rules.hpp"
+#include "scanner.hpp"
 
 namespace attn::verify {
 
@@ -54,10 +55,70 @@ ScaledDecimal parse_scaled(std::string_view canonical) {
   return out;
 }
 
+namespace {
+
+// A plain decimal with at most 18 digits as an int64 mantissa over 10^-exponent; false for
+// anything else (longer, or not a plain decimal: parse_scaled then decides, and throws).
+bool parse_small(std::string_view text, std::int64_t& mantissa, long& exponent) {
+  const char* p = text.data();
+  const char* const end = p + text.size();
+  const bool negative = p != end && *p == '-';
+  if (p != end && (*p == '-' || *p == '+')) ++p;
+  std::int64_t value = 0;
+  int digits = 0;
+  long fraction = 0;
+  bool seen_point = false;
+  for (; p != end; ++p) {
+    if (*p == '.' && !seen_point) {
+      seen_point = true;
+    } else if (is_digit(*p) && digits < 18) {
+      value = value * 10 + (*p - '0');  // below 10^18 < 2^63
+      ++digits;
+      if (seen_point) ++fraction;
+    } else {
+      return false;
+    }
+  }
+  if (digits == 0) return false;
+  mantissa = negative ? -value : value;
+  exponent = fraction;
+  return true;
+}
+
+// scale_matrix for the common case: every text has at most 18 digits and every mantissa, brought
+// to the common exponent, still fits an int64. No GMP arithmetic and no digit strings; false when
+// the case does not apply (out is then untouched but for rows and cols).
+bool scale_small(const Matrix& matrix, ScaledMatrix& out) {
+  const std::size_t count = matrix.text.size();
+  std::vector<std::int64_t> mantissas(count);
+  std::vector<long> exponents(count);
+  long top = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!parse_small(matrix.text[i], mantissas[i], exponents[i])) return false;
+    top = std::max(top, exponents[i]);
+  }
+  constexpr std::int64_t kNarrow = std::int64_t{1} << 26;
+  bool narrow = true;
+  for (std::size_t i = 0; i < count; ++i) {
+    for (long e = exponents[i]; e < top; ++e) {
+      if (__builtin_mul_overflow(mantissas[i], 10, &mantissas[i])) return false;
+    }
+    narrow = narrow && mantissas[i] > -kNarrow && mantissas[i] < kNarrow;
+  }
+  out.exponent = top;
+  out.values.reserve(count);
+  for (const std::int64_t m : mantissas) out.values.emplace_back(m);
+  if (narrow) out.narrow = std::move(mantissas);
+  return true;
+}
+
+}  // namespace
+
 ScaledMatrix scale_matrix(const Matrix& matrix) {
   ScaledMatrix out;
   out.rows = matrix.rows;
   out.cols = matrix.cols;
+  if (scale_small(matrix, out)) return out;
   std::vector<ScaledDecimal> parsed;
   parsed.reserve(matrix.text.size());
   for (const std::string& text : matrix.text) {
@@ -175,9 +236,11 @@ void exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row,
   // Σ V per group and head column; in int64 when V is narrow and fewer than 2^37 keys are summed.
   const std::size_t cells = groups * block.head_v;
   const std::size_t v0 = head * block.head_v;
-  block.group_value_sum.resize(cells);
+  if (block.group_value_sum.size() < cells) block.group_value_sum.resize(cells);
+  block.narrow_value_sum.clear();
   if (!V.narrow.empty() && k < (std::size_t{1} << 37)) {
-    std::vector<std::int64_t> sums(cells, 0);
+    std::vector<std::int64_t>& sums = block.narrow_value_sum;
+    sums.assign(cells, 0);
     for (std::size_t t = 0; t < k; ++t) {
       for (std::size_t c = 0; c < block.head_v; ++c) {
         sums[block.group_of[t] * block.head_v + c] += V.narrow[block.keys[t] * V.cols + v0 + c];
@@ -185,7 +248,7 @@ void exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row,
     }
     for (std::size_t i = 0; i < cells; ++i) mpz_set_si(block.group_value_sum[i].backend().data(), sums[i]);
   } else {
-    for (Integer& sum : block.group_value_sum) mpz_set_ui(sum.backend().data(), 0);
+    for (std::size_t i = 0; i < cells; ++i) mpz_set_ui(block.group_value_sum[i].backend().data(), 0);
     for (std::size_t t = 0; t < k; ++t) {
       for (std::size_t c = 0; c < block.head_v; ++c) {
         block.group_value_sum[block.group_of[t] * block.head_v + c] += V.at(block.keys[t], v0 + c);
@@ -195,7 +258,17 @@ void exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row,
 }
 
 bool is_rational_cell(const ExactBlock& block, std::size_t c) {
-  // Equal means c_g / n_g = c_0 / n_0, compared without division.
+  // Equal means c_g / n_g = c_0 / n_0, compared without division: in 128 bits when the sums are
+  // int64 (|c_g| < 2^63 and n_g < 2^37, so each product is below 2^100), else with GMP.
+  if (!block.narrow_value_sum.empty()) {
+    const auto sum = [&](std::size_t g) { return static_cast<__int128>(block.narrow_value_sum[g * block.head_v + c]); };
+    for (std::size_t g = 1; g < block.group_dot.size(); ++g) {
+      if (sum(g) * static_cast<__int128>(block.group_size[0]) != sum(0) * static_cast<__int128>(block.group_size[g])) {
+        return false;
+      }
+    }
+    return true;
+  }
   for (std::size_t g = 1; g < block.group_dot.size(); ++g) {
     if (block.value_sum(g, c) * block.group_size[0] != block.value_sum(0, c) * block.group_size[g]) return false;
   }

@@ -90,7 +90,13 @@ struct ExactBlock {
   std::vector<std::size_t> group_of;     ///< group index of each visible key
   std::vector<Integer> group_dot;        ///< the distinct dot products, strictly decreasing
   std::vector<std::size_t> group_size;   ///< keys per group
-  std::vector<Integer> group_value_sum;  ///< groups x head_v: Σ of V over the group, over 10^-value_exponent
+  /// groups x head_v: Σ of V over the group, over 10^-value_exponent. Never shrinks (entries past
+  /// groups x head_v are left over from a larger block): a reused block keeps its integers'
+  /// storage instead of freeing and allocating them again from block to block.
+  std::vector<Integer> group_value_sum;
+  /// The same sums as int64 when V is narrow (ScaledMatrix::narrow), else empty: the oracle's fast
+  /// pass reads these instead of converting each GMP integer.
+  std::vector<std::int64_t> narrow_value_sum;
   long value_exponent = 0;
 
   /// Σ of V over `group` in head column c, over 10^-value_exponent.

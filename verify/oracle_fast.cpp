@@ -72,6 +72,13 @@ bool fast_bounds(const Integer& z, Interval& out) {
   return true;
 }
 
+// An int64 as bounds: exact up to 2^53 in magnitude, else the nearest double moved one ulp outwards.
+Interval narrow_bounds(std::int64_t z) {
+  constexpr std::int64_t kExact = std::int64_t{1} << 53;
+  const auto d = static_cast<double>(z);
+  return z >= -kExact && z <= kExact ? Interval{d, d} : Interval{next_down(d), next_up(d)};
+}
+
 // The table's tail threshold is Ziv's at 64 bits: a tail group's e^{t_g} is then below 2^-128,
 // far below what a double enclosure can resolve.
 constexpr int kFastTableBits = 64;
@@ -194,7 +201,11 @@ bool fast_pass(const ExactInstance& exact, const ExactBlock& block, int decimals
     double tail_magnitude = 0;
     for (std::size_t g = 0; g < groups; ++g) {
       Interval value;
-      if (!fast_bounds(block.value_sum(g, c), value)) return false;
+      if (!block.narrow_value_sum.empty()) {
+        value = narrow_bounds(block.narrow_value_sum[g * block.head_v + c]);
+      } else if (!fast_bounds(block.value_sum(g, c), value)) {
+        return false;
+      }
       if (tail[g]) {
         tail_magnitude = next_up(tail_magnitude + std::max(std::fabs(value.lo), std::fabs(value.hi)));
       } else {
