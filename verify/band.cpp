@@ -169,10 +169,20 @@ BlockBands block_bands(const ExactInstance& exact, const ExactBlock& block, cons
   const double sigma_lo = scaling.sigma_lo, sigma_hi = scaling.sigma_hi;
   ScaledBounds& dots = scaling.dots;
 
-  // Step 1 and the exact per-key quantities.
-  std::vector<double> A(k), G_hi(k), G_lo(k), e(k);
+  // Step 1 and the exact per-key quantities. The per-key arrays are this thread's scratch, reused
+  // from block to block: a fuzz or stress run certifies many small blocks, each a handful of
+  // allocations otherwise.
+  thread_local struct {
+    std::vector<double> A, G_hi, G_lo, e, w_hi, wm;
+    Integer gap;
+  } scratch;
+  for (auto* array : {&scratch.A, &scratch.G_hi, &scratch.G_lo, &scratch.e, &scratch.w_hi, &scratch.wm}) {
+    array->assign(k, 0.0);
+  }
+  std::vector<double>&A = scratch.A, &G_hi = scratch.G_hi, &G_lo = scratch.G_lo, &e = scratch.e;
+  std::vector<double>&w_hi = scratch.w_hi, &wm = scratch.wm;
+  Integer& gap = scratch.gap;
   double E = 0, Phi = 0, max_v = 0;
-  Integer gap;
   for (std::size_t t = 0; t < k; ++t) {
     mpz_sub(gap.backend().data(), block.group_dot[0].backend().data(), block.dot[t].backend().data());
     A[t] = dots.upper(block.abs_dot[t]);
@@ -188,7 +198,6 @@ BlockBands block_bands(const ExactInstance& exact, const ExactBlock& block, cons
   const double P = Phi + E;
 
   // Steps 2-5: per-key argument bound T_j, and w_j m_j bounded both directly and by e^{T_j - G_j/σ}.
-  std::vector<double> w_hi(k), wm(k);
   double M_bar = 0;
   for (std::size_t t = 0; t < k; ++t) {
     const double W = G_hi[t] + 2 * E + 2 * gamma(3) * P;
@@ -222,6 +231,7 @@ BlockBands block_bands(const ExactInstance& exact, const ExactBlock& block, cons
     }
     bands.cells[c] = delta * kSafety;
   }
+  bands.weights.reserve(k);
   for (std::size_t t = 0; t < k; ++t) {
     const double cap = 1 + gamma(k);
     double delta = cap;

@@ -119,12 +119,14 @@ std::string format_problem(std::string_view token, int decimals) {
     ++i;
     while (i < token.size() && is_digit(token[i])) ++i, ++fraction_digits;
   }
-  const std::string expected = "a fixed decimal with exactly " + std::to_string(decimals) + " digits after the point";
-  if (i != token.size() || integer_digits == 0) return "expected " + expected + ", found " + quote_token(token);
+  // Built only for a bad token: this runs once per output value.
+  const auto expected = [&] {
+    return "expected a fixed decimal with exactly " + std::to_string(decimals) + " digits after the point, found " +
+           quote_token(token);
+  };
+  if (i != token.size() || integer_digits == 0) return expected();
   if (integer_digits > 1 && token[integer_start] == '0') return "leading zero in " + quote_token(token);
-  if (point != (decimals > 0) || fraction_digits != static_cast<std::size_t>(decimals)) {
-    return "expected " + expected + ", found " + quote_token(token);
-  }
+  if (point != (decimals > 0) || fraction_digits != static_cast<std::size_t>(decimals)) return expected();
   if (negative && token.find_first_not_of("0.", 1) == std::string_view::npos) {
     return "negative zero " + quote_token(token) + " (write it without the sign)";
   }

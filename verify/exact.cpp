@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <numeric>
 #include <string>
+#include <unordered_map>
 
 #include "result.hpp"
 #include "rules.hpp"
@@ -20,10 +21,13 @@ Integer integer_from_digits(const std::string& digits) {
   return out;
 }
 
-Integer power_of_ten(long exponent) {
-  Integer out;
-  mpz_ui_pow_ui(out.backend().data(), 10, static_cast<unsigned long>(exponent));
-  return out;
+const Integer& power_of_ten(long exponent) {
+  if (exponent < 0) throw ContractError("power_of_ten: negative exponent");
+  // Node-based: references stay valid as the cache grows.
+  thread_local std::unordered_map<long, Integer> powers;
+  auto [entry, added] = powers.try_emplace(exponent);
+  if (added) mpz_ui_pow_ui(entry->second.backend().data(), 10, static_cast<unsigned long>(exponent));
+  return entry->second;
 }
 
 ScaledDecimal parse_scaled(std::string_view canonical) {

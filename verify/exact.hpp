@@ -22,8 +22,10 @@ using Integer = boost::multiprecision::mpz_int;
 /// Throws ContractError when `digits` is not such a run.
 [[nodiscard]] Integer integer_from_digits(const std::string& digits);
 
-/// 10^exponent, exponent >= 0.
-[[nodiscard]] Integer power_of_ten(long exponent);
+/// 10^exponent, exponent >= 0: a reference into this thread's cache of the powers asked for,
+/// valid for the thread's lifetime (the oracle asks for the same few powers for every block).
+/// Throws ContractError for a negative exponent.
+[[nodiscard]] const Integer& power_of_ten(long exponent);
 
 /// An exact decimal: mantissa · 10^-exponent, exponent >= 0.
 struct ScaledDecimal {

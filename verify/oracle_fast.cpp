@@ -175,10 +175,18 @@ bool fast_pass(const ExactInstance& exact, const ExactBlock& block, int decimals
   }
   // e^{t_g} per group from the table's digits, [0, e^{-L}] for a tail group, and the denominator.
   const std::size_t groups = block.group_dot.size();
-  std::vector<Interval> e(groups);
-  std::vector<bool> tail(groups, false);
+  // This thread's scratch, reused from block to block (as in block_bands).
+  thread_local struct {
+    std::vector<Interval> e;
+    std::vector<char> tail;
+    Integer gap;
+  } scratch;
+  std::vector<Interval>& e = scratch.e;
+  std::vector<char>& tail = scratch.tail;
+  Integer& gap = scratch.gap;
+  e.assign(groups, Interval{});
+  tail.assign(groups, 0);
   Interval total{0, 0};
-  Integer gap;
   for (std::size_t g = 0; g < groups; ++g) {
     mpz_sub(gap.backend().data(), block.group_dot[0].backend().data(), block.group_dot[g].backend().data());
     tail[g] = gap > table.threshold;
@@ -224,6 +232,7 @@ bool fast_pass(const ExactInstance& exact, const ExactBlock& block, int decimals
     cell.value = y;
     cell.canonical = fixed_text(Integer(rounded), decimals);
   }
+  answer.weights.reserve(block.keys.size());
   for (std::size_t t = 0; t < block.keys.size(); ++t) {
     answer.weights.push_back(divide_by_positive(e[block.group_of[t]], total));
   }
