@@ -73,13 +73,7 @@ bool at_or_above(const Interval& value, const Integer& scaled, int decimals) {
 }
 
 // The integer m of a fixed text m·10^-k.
-Integer scaled_of(const std::string& fixed) {
-  std::string digits;
-  for (char c : fixed) {
-    if (c != '.') digits += c;
-  }
-  return integer_from_digits(digits);
-}
+Integer scaled_of(const std::string& fixed) { return parse_scaled(fixed).mantissa; }
 
 CellCertificate certify_cell(const OracleCell& cell, double band, int decimals, RangeFinder& ranges) {
   CellCertificate out;

@@ -30,35 +30,6 @@ const Integer& power_of_ten(long exponent) {
   return entry->second;
 }
 
-ScaledDecimal parse_scaled(std::string_view canonical) {
-  ScaledDecimal out;
-  bool negative = false;
-  std::size_t i = 0;
-  if (i < canonical.size() && (canonical[i] == '-' || canonical[i] == '+')) negative = canonical[i++] == '-';
-  std::string digits;
-  digits.reserve(canonical.size());
-  bool seen_point = false;
-  // Up to 18 digits the mantissa accumulates in an int64 (10^18 < 2^63): judge inputs have a
-  // handful, and a GMP string conversion per input number was a fifth of a max AI006 oracle run.
-  std::int64_t small = 0;
-  for (; i < canonical.size(); ++i) {
-    const char c = canonical[i];
-    if (c == '.' && !seen_point) {
-      seen_point = true;
-    } else if (c >= '0' && c <= '9') {
-      digits += c;
-      if (digits.size() <= 18) small = small * 10 + (c - '0');
-      if (seen_point) ++out.exponent;
-    } else {
-      throw ContractError("parse_scaled: not a plain decimal: " + std::string(canonical.substr(0, 40)));
-    }
-  }
-  if (digits.empty()) throw ContractError("parse_scaled: empty decimal");
-  out.mantissa = digits.size() <= 18 ? Integer(small) : integer_from_digits(digits);
-  if (negative) out.mantissa = -out.mantissa;
-  return out;
-}
-
 namespace {
 
 // A plain decimal with at most 18 digits as an int64 mantissa over 10^-exponent; false for
@@ -89,6 +60,42 @@ bool parse_small(std::string_view text, std::int64_t& mantissa, long& exponent) 
   return true;
 }
 
+}  // namespace
+
+ScaledDecimal parse_scaled(std::string_view canonical) {
+  ScaledDecimal out;
+  // Up to 18 digits the mantissa is an int64 (10^18 < 2^63): judge inputs have a handful, and a
+  // GMP string conversion per input number was a fifth of a max AI006 oracle run.
+  std::int64_t small = 0;
+  if (parse_small(canonical, small, out.exponent)) {
+    out.mantissa = small;
+    return out;
+  }
+  bool negative = false;
+  std::size_t i = 0;
+  if (i < canonical.size() && (canonical[i] == '-' || canonical[i] == '+')) negative = canonical[i++] == '-';
+  std::string digits;
+  digits.reserve(canonical.size());
+  bool seen_point = false;
+  for (; i < canonical.size(); ++i) {
+    const char c = canonical[i];
+    if (c == '.' && !seen_point) {
+      seen_point = true;
+    } else if (c >= '0' && c <= '9') {
+      digits += c;
+      if (seen_point) ++out.exponent;
+    } else {
+      throw ContractError("parse_scaled: not a plain decimal: " + std::string(canonical.substr(0, 40)));
+    }
+  }
+  if (digits.empty()) throw ContractError("parse_scaled: empty decimal");
+  out.mantissa = integer_from_digits(digits);
+  if (negative) out.mantissa = -out.mantissa;
+  return out;
+}
+
+namespace {
+
 // scale_matrix for the common case: every text has at most 18 digits and every mantissa, brought
 // to the common exponent, still fits an int64. No GMP arithmetic and no digit strings; false when
 // the case does not apply (out is then untouched but for rows and cols).
@@ -110,9 +117,12 @@ bool scale_small(const Matrix& matrix, ScaledMatrix& out) {
     narrow = narrow && mantissas[i] > -kNarrow && mantissas[i] < kNarrow;
   }
   out.exponent = top;
-  out.values.reserve(count);
-  for (const std::int64_t m : mantissas) out.values.emplace_back(m);
-  if (narrow) out.narrow = std::move(mantissas);
+  if (narrow) {
+    out.narrow = std::move(mantissas);
+  } else {
+    out.values.reserve(count);
+    for (const std::int64_t m : mantissas) out.values.emplace_back(m);
+  }
   return true;
 }
 
@@ -142,6 +152,7 @@ ScaledMatrix scale_matrix(const Matrix& matrix) {
     }
     out.narrow.push_back(mpz_get_si(value.backend().data()));
   }
+  if (!out.narrow.empty()) out.values.clear();
   return out;
 }
 
@@ -190,6 +201,7 @@ void exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row,
   const std::size_t q0 = columns.k_first;
   // int64 is exact for these sums (see ScaledMatrix::narrow); the general case uses GMP.
   const bool narrow_dots = !Q.narrow.empty() && !K.narrow.empty() && block.head_k < (std::size_t{1} << 11);
+  Integer q_scratch, k_scratch, v_scratch;  // for a narrow matrix's entries on the GMP paths
   for (std::size_t t = 0; t < k; ++t) {
     const std::size_t j = block.keys[t];
     if (narrow_dots) {
@@ -209,8 +221,8 @@ void exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row,
     mpz_set_ui(abs_dot, 0);
     for (std::size_t c = q0; c < q0 + block.head_k; ++c) {
       // In place (mpz_addmul / mpz_submul): no temporary per product.
-      const auto q = Q.at(row, c).backend().data();
-      const auto key = K.at(j, c).backend().data();
+      const auto q = Q.integer(row, c, q_scratch);
+      const auto key = K.integer(j, c, k_scratch);
       mpz_addmul(dot, q, key);
       if (mpz_sgn(q) * mpz_sgn(key) >= 0) {
         mpz_addmul(abs_dot, q, key);
@@ -255,7 +267,8 @@ void exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row,
     for (std::size_t i = 0; i < cells; ++i) mpz_set_ui(block.group_value_sum[i].backend().data(), 0);
     for (std::size_t t = 0; t < k; ++t) {
       for (std::size_t c = 0; c < block.head_v; ++c) {
-        block.group_value_sum[block.group_of[t] * block.head_v + c] += V.at(block.keys[t], v0 + c);
+        const auto sum = block.group_value_sum[block.group_of[t] * block.head_v + c].backend().data();
+        mpz_add(sum, sum, V.integer(block.keys[t], v0 + c, v_scratch));
       }
     }
   }
@@ -291,21 +304,37 @@ Integer round_half_even(const Integer& num, const Integer& den, bool& tie) {
   return quotient;
 }
 
-std::string fixed_text(const Integer& scaled, int decimals) {
-  const mpz_srcptr z = scaled.backend().data();
-  // |scaled| below 2^64 (the common case) prints without GMP's string conversion; mpz_get_ui
-  // returns the absolute value's low limb.
-  static_assert(sizeof(unsigned long) == 8, "64-bit unsigned long assumed");
-  std::string digits = mpz_sizeinbase(z, 2) <= 64 ? std::to_string(mpz_get_ui(z)) : Integer(abs(scaled)).str();
+namespace {
+
+// sign, then the digits of |scaled| with a point before the last `decimals` of them.
+std::string fixed_from_digits(bool negative, std::string digits, int decimals) {
   const auto width = static_cast<std::size_t>(decimals) + 1;
   if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
-  std::string out = scaled < 0 ? "-" : "";
+  std::string out = negative ? "-" : "";
   out += digits.substr(0, digits.size() - static_cast<std::size_t>(decimals));
   if (decimals > 0) {
     out += '.';
     out += digits.substr(digits.size() - static_cast<std::size_t>(decimals));
   }
   return out;
+}
+
+}  // namespace
+
+std::string fixed_text(const Integer& scaled, int decimals) {
+  const mpz_srcptr z = scaled.backend().data();
+  // |scaled| below 2^64 (the common case) prints without GMP's string conversion; mpz_get_ui
+  // returns the absolute value's low limb.
+  static_assert(sizeof(unsigned long) == 8, "64-bit unsigned long assumed");
+  return fixed_from_digits(scaled < 0,
+                           mpz_sizeinbase(z, 2) <= 64 ? std::to_string(mpz_get_ui(z)) : Integer(abs(scaled)).str(),
+                           decimals);
+}
+
+std::string fixed_text(std::int64_t scaled, int decimals) {
+  // |scaled| as unsigned: well defined for INT64_MIN too.
+  const std::uint64_t magnitude = scaled < 0 ? 0 - static_cast<std::uint64_t>(scaled) : static_cast<std::uint64_t>(scaled);
+  return fixed_from_digits(scaled < 0, std::to_string(magnitude), decimals);
 }
 
 std::string positional_text(bool negative, std::string_view digits, long exponent) {

@@ -37,18 +37,26 @@ struct ScaledDecimal {
 /// Throws ContractError on a text with no digits or with anything but a sign, digits and one point.
 [[nodiscard]] ScaledDecimal parse_scaled(std::string_view canonical);
 
-/// A matrix of decimals over one common power of ten: entry (r, c) = values[r·cols + c] · 10^-exponent.
+/// A matrix of decimals over one common power of ten: entry (r, c) = m[r·cols + c] · 10^-exponent,
+/// the integers m held in exactly one of two forms.
 struct ScaledMatrix {
   std::size_t rows = 0;
   std::size_t cols = 0;
   long exponent = 0;
-  std::vector<Integer> values;
-  /// The values again as int64 when every |value| < 2^26, else empty: exact_block then sums in
-  /// int64 (hd < 2^11 products < 2^52 each, or fewer than 2^37 values, cannot overflow).
+  /// As int64 when every |m| < 2^26 (exact_block then sums in int64: hd < 2^11 products < 2^52
+  /// each, or fewer than 2^37 values, cannot overflow), else empty.
   std::vector<std::int64_t> narrow;
+  /// As GMP integers when narrow is empty, else empty (a judge instance's thousands of small
+  /// values then cost no GMP allocation).
+  std::vector<Integer> values;
 
-  /// The scaled integer of entry (r, c).
-  [[nodiscard]] const Integer& at(std::size_t r, std::size_t c) const { return values[r * cols + c]; }
+  /// Entry (r, c)'s integer for GMP: into values, or a narrow entry set into scratch.
+  [[nodiscard]] mpz_srcptr integer(std::size_t r, std::size_t c, Integer& scratch) const {
+    const std::size_t i = r * cols + c;
+    if (narrow.empty()) return values[i].backend().data();
+    mpz_set_si(scratch.backend().data(), narrow[i]);
+    return scratch.backend().data();
+  }
 };
 
 /// The matrix's exact decimal texts over their largest number of fractional digits. Throws
@@ -124,6 +132,8 @@ void exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row,
 /// scaled · 10^-decimals as fixed text with exactly `decimals` digits after the point; zero is
 /// "0.00", never "-0.00".
 [[nodiscard]] std::string fixed_text(const Integer& scaled, int decimals);
+/// The same for a scaled value held in an int64 (no GMP integer to build).
+[[nodiscard]] std::string fixed_text(std::int64_t scaled, int decimals);
 
 /// Positional text of ±0.d1d2…dN × 10^exponent (MPFR's digit convention): no exponent notation,
 /// every given digit kept.

@@ -230,7 +230,7 @@ bool fast_pass(const ExactInstance& exact, const ExactBlock& block, int decimals
     }
     OracleCell& cell = answer.cells[c];
     cell.value = y;
-    cell.canonical = fixed_text(Integer(rounded), decimals);
+    cell.canonical = fixed_text(static_cast<std::int64_t>(rounded), decimals);
   }
   answer.weights.reserve(block.keys.size());
   for (std::size_t t = 0; t < block.keys.size(); ++t) {
