@@ -135,14 +135,14 @@ Verdict presentation(std::string message, std::size_t row, std::size_t column) {
 
 }  // namespace
 
-Certificate certify(const Instance& instance, const OracleOptions& options) {
+Certificate certify(const Instance& instance, const OracleOptions& options, Weights weights) {
   const ExactInstance exact = make_exact(instance);
   Certificate out;
   out.rows = instance.batch.size() * instance.n;
   out.cols = instance.d_v;
   out.decimals = instance.decimals;
   out.cells.resize(out.rows * out.cols);
-  out.weights.resize(instance.batch.size() * instance.heads * instance.n * instance.m);
+  if (weights == Weights::certify) out.weights.resize(instance.batch.size() * instance.heads * instance.n * instance.m);
   RangeFinder ranges(instance.decimals);
   ExactBlock block;  // reused: its integers keep their storage from block to block
   for (std::size_t b = 0; b < instance.batch.size(); ++b) {
@@ -155,7 +155,7 @@ Certificate certify(const Instance& instance, const OracleOptions& options) {
           out.cells[(b * instance.n + i) * out.cols + g * block.head_v + c] =
               certify_cell(answer.cells[c], bands.cells[c], instance.decimals, ranges);
         }
-        for (std::size_t t = 0; t < block.keys.size(); ++t) {
+        for (std::size_t t = 0; weights == Weights::certify && t < block.keys.size(); ++t) {
           out.weights[((b * instance.heads + g) * instance.n + i) * instance.m + block.keys[t]] = {answer.weights[t],
                                                                                                    bands.weights[t]};
         }

@@ -40,8 +40,13 @@ struct Certificate {
   std::vector<WeightCertificate> weights;  ///< B x h x n x m
 };
 
+/// Whether certify also fills Certificate::weights. The commands print only the cells, and on a
+/// max AI006 instance the weights' certificates are two thirds of the certificate's memory.
+enum class Weights { certify, skip };
+
 /// Runs the oracle and the bands on every block of the instance.
-[[nodiscard]] Certificate certify(const Instance& instance, const OracleOptions& options = {});
+[[nodiscard]] Certificate certify(const Instance& instance, const OracleOptions& options = {},
+                                  Weights weights = Weights::certify);
 
 /// The canonical answer text: rows of canonical strings, single spaces, '\n' after each row.
 [[nodiscard]] std::string canonical_text(const Certificate& certificate);

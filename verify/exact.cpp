@@ -326,14 +326,14 @@ std::string fixed_text(const Integer& scaled, int decimals) {
   // |scaled| below 2^64 (the common case) prints without GMP's string conversion; mpz_get_ui
   // returns the absolute value's low limb.
   static_assert(sizeof(unsigned long) == 8, "64-bit unsigned long assumed");
-  return fixed_from_digits(scaled < 0,
-                           mpz_sizeinbase(z, 2) <= 64 ? std::to_string(mpz_get_ui(z)) : Integer(abs(scaled)).str(),
-                           decimals);
+  return fixed_from_digits(
+      scaled < 0, mpz_sizeinbase(z, 2) <= 64 ? std::to_string(mpz_get_ui(z)) : Integer(abs(scaled)).str(), decimals);
 }
 
 std::string fixed_text(std::int64_t scaled, int decimals) {
   // |scaled| as unsigned: well defined for INT64_MIN too.
-  const std::uint64_t magnitude = scaled < 0 ? 0 - static_cast<std::uint64_t>(scaled) : static_cast<std::uint64_t>(scaled);
+  const std::uint64_t magnitude =
+      scaled < 0 ? 0 - static_cast<std::uint64_t>(scaled) : static_cast<std::uint64_t>(scaled);
   return fixed_from_digits(scaled < 0, std::to_string(magnitude), decimals);
 }
 

@@ -97,9 +97,9 @@ struct ExactBlock {
   std::vector<Integer> dot;       ///< q·k per visible key, over 10^-dot_exponent
   std::vector<Integer> abs_dot;   ///< Σ_c |q_c k_c| per visible key, over 10^-dot_exponent
   long dot_exponent = 0;
-  std::vector<std::size_t> group_of;     ///< group index of each visible key
-  std::vector<Integer> group_dot;        ///< the distinct dot products, strictly decreasing
-  std::vector<std::size_t> group_size;   ///< keys per group
+  std::vector<std::size_t> group_of;    ///< group index of each visible key
+  std::vector<Integer> group_dot;       ///< the distinct dot products, strictly decreasing
+  std::vector<std::size_t> group_size;  ///< keys per group
   /// groups x head_v: Σ of V over the group, over 10^-value_exponent. Never shrinks (entries past
   /// groups x head_v are left over from a larger block): a reused block keeps its integers'
   /// storage instead of freeing and allocating them again from block to block.

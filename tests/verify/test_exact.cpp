@@ -22,8 +22,10 @@ namespace {
 std::string canonical_text(std::mt19937_64& random, int digits, int fraction) {
   std::uniform_int_distribution<int> digit(0, 9), nonzero(1, 9);
   std::string integer, tail;
-  for (int i = 0; i < digits - fraction; ++i) integer += static_cast<char>('0' + (i == 0 ? nonzero(random) : digit(random)));
-  for (int i = 0; i < fraction; ++i) tail += static_cast<char>('0' + (i + 1 == fraction ? nonzero(random) : digit(random)));
+  for (int i = 0; i < digits - fraction; ++i)
+    integer += static_cast<char>('0' + (i == 0 ? nonzero(random) : digit(random)));
+  for (int i = 0; i < fraction; ++i)
+    tail += static_cast<char>('0' + (i + 1 == fraction ? nonzero(random) : digit(random)));
   if (integer.empty()) integer = "0";
   const bool negative = random() % 2 == 0;
   return (negative ? "-" : "") + integer + (tail.empty() ? "" : "." + tail);
@@ -37,7 +39,8 @@ ScaledMatrix scaled_by_digits(const Matrix& matrix) {
     parsed.push_back(parse_scaled(text));
     out.exponent = std::max(out.exponent, parsed.back().exponent);
   }
-  for (const ScaledDecimal& value : parsed) out.values.push_back(value.mantissa * power_of_ten(out.exponent - value.exponent));
+  for (const ScaledDecimal& value : parsed)
+    out.values.push_back(value.mantissa * power_of_ten(out.exponent - value.exponent));
   return out;
 }
 
@@ -64,7 +67,8 @@ TEST(ScaleMatrix, Int64PathAgreesWithTheDigitPath) {
     ASSERT_EQ(fast.exponent, reference.exponent);
     Integer scratch;
     for (std::size_t i = 0; i < reference.values.size(); ++i) {
-      ASSERT_EQ(mpz_cmp(fast.integer(i / matrix.cols, i % matrix.cols, scratch), reference.values[i].backend().data()), 0)
+      ASSERT_EQ(mpz_cmp(fast.integer(i / matrix.cols, i % matrix.cols, scratch), reference.values[i].backend().data()),
+                0)
           << "entry " << i << ": " << matrix.text[i];
     }
     bool narrow = true, wide = false;
@@ -108,8 +112,8 @@ TEST(ExactBlock, Int64SumsAndRationalTestAgreeWithGmp) {
               for (std::size_t c = 0; c < block.head_v && groups > 0; ++c) {
                 bool rational = true;  // every group's mean Σ V / n equals the first group's
                 for (std::size_t h = 1; h < groups; ++h) {
-                  rational = rational && block.value_sum(h, c) * block.group_size[0] ==
-                                             block.value_sum(0, c) * block.group_size[h];
+                  rational = rational &&
+                             block.value_sum(h, c) * block.group_size[0] == block.value_sum(0, c) * block.group_size[h];
                 }
                 ASSERT_EQ(is_rational_cell(block, c), rational) << "column " << c;
                 rational_cells += rational ? 1 : 0;
@@ -128,8 +132,8 @@ TEST(ExactBlock, Int64SumsAndRationalTestAgreeWithGmp) {
 // weigh each group's sum by its size (3 / 1 = 6 / 2) rather than compare the sums.
 TEST(ExactBlock, RationalCellsWeighGroupsOfUnequalSize) {
   const auto block_for = [](const std::string& values) {
-    const std::string text = write_header({Problem::general, 1, 1, 3, 1, 1, 1, 4, MaskKind::none, "none", false}) +
-                             "1\n2\n1\n1\n" + values;
+    const std::string text =
+        write_header({Problem::general, 1, 1, 3, 1, 1, 1, 4, MaskKind::none, "none", false}) + "1\n2\n1\n1\n" + values;
     const Instance instance = instance_from_text(text, Problem::general, default_limits(Problem::general));
     return exact_block(make_exact(instance), 0, 0, 0);
   };

@@ -112,7 +112,7 @@ int run_check(const ProblemOptions& options, const std::vector<std::string>& fil
     if (!read) return fail(read.error(), kFail);
     answer = std::move(read).value();
   }
-  const Certificate certificate = verify::certify(*instance);
+  const Certificate certificate = verify::certify(*instance, {}, verify::Weights::skip);
   // A package's answer file checked as an output carries its own certificate section: not output.
   const std::string_view section = answer ? verify::split_answer(*answer).section : std::string_view{};
   const Verdict verdict = verify::check_output(certificate, verify::without_section_echo(*output, section));
@@ -195,7 +195,7 @@ FileReport certify_file(const TestFile& test, const ProblemSetup& setup, bool pa
   if (!instance) return {FileOutcome::failed, test.name + ": invalid input: " + instance.error().message};
   const auto answer = read_input(test.answer.string());
   if (!answer) return {FileOutcome::failed, test.name + ": " + answer.error().message};
-  const Certificate certificate = verify::certify(*instance);
+  const Certificate certificate = verify::certify(*instance, {}, verify::Weights::skip);
   const verify::AnswerParts parts = verify::split_answer(*answer);
   const std::string answer_name = (fs::path(test.name).parent_path() / test.answer.filename()).string();
   if (package && parts.section.empty()) {
@@ -245,7 +245,7 @@ void register_oracle(CLI::App& app, Commands& commands) {
                         if (*digits > 0) {
                           answer = digits_text(*instance, *digits);
                         } else {
-                          const Certificate certificate = verify::certify(*instance);
+                          const Certificate certificate = verify::certify(*instance, {}, verify::Weights::skip);
                           std::fputs(ambiguous_report(*instance, certificate).c_str(), stderr);
                           answer = verify::canonical_text(certificate);
                         }

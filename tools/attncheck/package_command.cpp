@@ -216,7 +216,7 @@ int run_package(const PackageFlags& flags) {
   }
   std::size_t samples = 0, ambiguous_tests = 0, index = 0;
   for (const PackageTest& test : *tests) {
-    const verify::Certificate certificate = verify::certify(test.instance);
+    const verify::Certificate certificate = verify::certify(test.instance, {}, verify::Weights::skip);
     std::size_t ambiguous = 0;
     for (const auto& cell : certificate.cells) ambiguous += cell.ambiguous ? 1 : 0;
     ambiguous_tests += ambiguous > 0 ? 1 : 0;

@@ -47,7 +47,7 @@ int run_gen(const GenFlags& flags) {
   for (int k = 0; k < flags.count; ++k) {
     const std::uint64_t seed = flags.seed + static_cast<std::uint64_t>(k);
     const Instance instance = verify::sample_instance(options, seed);
-    const verify::Certificate certificate = verify::certify(instance);
+    const verify::Certificate certificate = verify::certify(instance, {}, verify::Weights::skip);
     const std::string stem = flags.profile + "-" + std::to_string(seed);
     for (const auto& [extension, text] :
          {std::pair{".in", write_instance(instance)}, std::pair{".ans", verify::canonical_text(certificate)}}) {
@@ -84,7 +84,8 @@ void print_failure(const StressFlags& flags, const verify::StressFailure& failur
               std::string(verify::failure_name(outcome.failure)).c_str(), outcome.reason.c_str());
   std::printf("\nminimal failing input (%d shrink runs):\n%s", failure.shrink_runs,
               write_instance(failure.minimal).c_str());
-  std::printf("\ncanonical answer:\n%s", verify::canonical_text(verify::certify(failure.minimal)).c_str());
+  std::printf("\ncanonical answer:\n%s",
+              verify::canonical_text(verify::certify(failure.minimal, {}, verify::Weights::skip)).c_str());
   std::printf("\nprogram output (%zu bytes):\n%s%s", outcome.run.output.size(),
               outcome.run.output.substr(0, 4000).c_str(),
               outcome.run.output.empty() || outcome.run.output.back() != '\n' ? "\n" : "");
