@@ -179,9 +179,13 @@ BlockBands block_bands(const ExactInstance& exact, const ExactBlock& block, cons
   for (auto* array : {&scratch.A, &scratch.G_hi, &scratch.G_lo, &scratch.e, &scratch.w_hi, &scratch.wm}) {
     array->assign(k, 0.0);
   }
-  std::vector<double>&A = scratch.A, &G_hi = scratch.G_hi, &G_lo = scratch.G_lo, &e = scratch.e;
-  std::vector<double>&w_hi = scratch.w_hi, &wm = scratch.wm;
-  Integer& gap = scratch.gap;
+  auto& A = scratch.A;
+  auto& G_hi = scratch.G_hi;
+  auto& G_lo = scratch.G_lo;
+  auto& e = scratch.e;
+  auto& w_hi = scratch.w_hi;
+  auto& wm = scratch.wm;
+  auto& gap = scratch.gap;
   double E = 0, Phi = 0, max_v = 0;
   for (std::size_t t = 0; t < k; ++t) {
     mpz_sub(gap.backend().data(), block.group_dot[0].backend().data(), block.dot[t].backend().data());
