@@ -16,13 +16,16 @@ all_targets() {
   for options in "$bin"/*.options; do basename "$options" .options; done
 }
 
-# option NAME TARGET: a value from the target's .options file (ClusterFuzz format).
-option() { sed -n "s/^$1 *= *//p" "$bin/$2.options"; }
-
-# libfuzzer_args TARGET: the flags every run of TARGET shares (max_len, dictionary, limits).
+# libfuzzer_args TARGET: the flags every run of TARGET shares: each `key = value` of the [libfuzzer]
+# section of its .options file as -key=value (max_len, dict, entropic, ...), as ClusterFuzz passes
+# them, then this machine's limits.
 libfuzzer_args() {
-  local dict
-  printf '%s\n' -max_len="$(option max_len "$1")" -timeout=10 -rss_limit_mb=2048
-  dict=$(option dict "$1")
-  [[ -z $dict ]] || printf '%s\n' -dict="$bin/$dict"
+  local key value
+  while IFS='=' read -r key value; do
+    key=${key// /}
+    value=${value# }
+    [[ $key == dict ]] && value=$bin/$value
+    printf '%s\n' "-$key=$value"
+  done < <(sed -n '/^\[libfuzzer\]/,/^\[/{/^[a-z_]* *=/p}' "$bin/$1.options")
+  printf '%s\n' -timeout=10 -rss_limit_mb=2048
 }

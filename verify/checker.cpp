@@ -144,7 +144,9 @@ Certificate certify(const Instance& instance, const OracleOptions& options, Weig
   out.cells.resize(out.rows * out.cols);
   if (weights == Weights::certify) out.weights.resize(instance.batch.size() * instance.heads * instance.n * instance.m);
   RangeFinder ranges(instance.decimals);
-  ExactBlock block;  // reused: its integers keep their storage from block to block
+  // This thread's block, reused from block to block and from call to call: its integers keep their
+  // storage (a fuzz or stress run certifies thousands of small instances, each of a few blocks).
+  thread_local ExactBlock block;
   for (std::size_t b = 0; b < instance.batch.size(); ++b) {
     for (std::size_t i = 0; i < instance.n; ++i) {
       for (std::size_t g = 0; g < instance.heads; ++g) {

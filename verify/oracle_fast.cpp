@@ -83,6 +83,17 @@ Interval narrow_bounds(std::int64_t z) {
 // far below what a double enclosure can resolve.
 constexpr int kFastTableBits = 64;
 
+// The entries come from one exponential, b_0 = e^{-f}, by squaring (b_{l+1} = b_l^16) and powering
+// (entry = b_l^d), at twice the table's precision. Squaring an enclosure at most doubles its
+// relative width, and each operation adds a rounding of 2^-128 at each end. The factor f is
+// enclosed to about 2^-63 relative, so e^{-f} is about f·2^-63 wide, and an entry b_l^d = e^{-x},
+// x = d·16^l·f, about x·2^-63 plus its roundings, which the squarings amplify to at most about
+// d·16^l·2^-126. An entry in use has x <= threshold·f ≈ 89 and d·16^l <= threshold < 2^64, so it
+// stays below 2^-55 wide: inside the one ulp (2^-52) that rounding it outwards to doubles adds. One
+// exponential and a few dozen multiplications cost far less than the exponential per entry they
+// replace.
+constexpr int kChainBits = 2 * kFastTableBits;
+
 // What the fast pass needs of one score factor f = 10^-dot_exponent / σ: the tail threshold for 64
 // bits (as in Ziv's loop), e^{-L} rounded up, and digits[l][d] ⊇ e^{-d·16^l·f} for the hexadecimal
 // digits d of any gap up to the threshold, each an MPFI enclosure rounded outwards to doubles.
@@ -97,22 +108,48 @@ struct FastTable {
   MpfiInterval factor{kFastTableBits};  ///< f, enclosed at kFastTableBits
   std::vector<std::array<Interval, 16>> digits;
   std::vector<std::uint16_t> filled;  ///< per level: bit d set once digits[l][d] is computed
+  std::vector<MpfiInterval> bases;    ///< bases[l] ⊇ e^{-16^l·f} at kChainBits, filled in order
 
   bool matches(const ExactDivisor& d, long exponent) const { return dot_exponent == exponent && divisor == d; }
 
-  // e^{-d·16^l·f}, computed at kFastTableBits with its own precision (no PrecisionScope: MPFI's
-  // explicit-precision calls do not touch Boost's process-wide default).
+  // e^{-d·16^l·f} = b_l^d, with MPFI's explicit-precision calls (no PrecisionScope: they do not
+  // touch Boost's process-wide default).
   Interval digit(std::size_t level, unsigned d) {
     if ((filled[level] >> d & 1U) == 0) {
-      MpfiInterval x(kFastTableBits);
-      Integer multiple = Integer(d) << (4 * level);
-      mpfi_mul_z(x.get(), factor.get(), multiple.backend().data());
-      mpfi_neg(x.get(), x.get());
-      mpfi_exp(x.get(), x.get());
-      digits[level][d] = x.doubles();
+      thread_local MpfiInterval power(kChainBits);
+      raise(power, level_base(level), d);
+      digits[level][d] = power.doubles();
       filled[level] |= static_cast<std::uint16_t>(1U << d);
     }
     return digits[level][d];
+  }
+
+  // b_l: b_0 = e^{-f}, then b_l^16 per level.
+  const MpfiInterval& level_base(std::size_t level) {
+    if (bases.empty()) {
+      MpfiInterval x(kChainBits);
+      mpfi_neg(x.get(), factor.get());  // exact: f has fewer bits than x
+      mpfi_exp(x.get(), x.get());
+      bases.push_back(std::move(x));
+    }
+    while (bases.size() <= level) {
+      MpfiInterval x(kChainBits);
+      raise(x, bases.back(), 16);
+      bases.push_back(std::move(x));
+    }
+    return bases[level];
+  }
+
+  // out = base^exponent (exponent >= 1) by binary powering.
+  static void raise(MpfiInterval& out, const MpfiInterval& base, unsigned exponent) {
+    thread_local MpfiInterval square(kChainBits);
+    mpfi_set(square.get(), base.get());
+    mpfi_set_ui(out.get(), 1);
+    for (unsigned rest = exponent;; rest >>= 1) {
+      if ((rest & 1U) != 0) mpfi_mul(out.get(), out.get(), square.get());
+      if (rest <= 1) break;
+      mpfi_sqr(square.get(), square.get());
+    }
   }
 };
 
