@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <random>
 #include <string>
@@ -397,6 +398,29 @@ TEST(RandomInstances, FastPassAgreesWithZivsLoop) {
       EXPECT_TRUE(overlap(fast.weights[i].value, slow.weights[i].value)) << "seed " << seed << " round " << round;
     }
   }
+}
+
+TEST(RandomInstances, FastPassWeightsAreTight) {
+  // The fast pass's weights are products of up to 16 table entries over a sum: a few dozen
+  // roundings of 2^-53 each. A table entry enclosed loosely (say its chain of squarings run at too
+  // low a precision, where 2^-64 grows to 2^-28 by level 9) would widen them by orders of magnitude
+  // while every answer stayed right (more cells left to Ziv's loop); this bound catches that.
+  const std::uint64_t seed = 20261130;
+  std::mt19937_64 rng(seed);
+  double widest = 0;
+  for (int round = 0; round < 60; ++round) {
+    const Instance instance = random_instance(rng, round % 2 ? Problem::ai031 : Problem::ai006);
+    const Certificate certificate = certify(instance);
+    for (const WeightCertificate& weight : certificate.weights) {
+      if (weight.value.lo <= 0) continue;  // a masked key, or one in the tail: [0, e^-L] rounded out
+      widest = std::max(widest, (weight.value.hi - weight.value.lo) / weight.value.hi);
+    }
+  }
+  char shown[32];
+  std::snprintf(shown, sizeof shown, "%.3g", widest);
+  RecordProperty("widest_relative_weight_enclosure", shown);
+  EXPECT_LE(widest, 0x1p-44) << "seed " << seed;
+  EXPECT_GT(widest, 0) << "seed " << seed << ": no weight came from an inexact exponential";
 }
 
 }  // namespace
