@@ -84,14 +84,14 @@ Interval narrow_bounds(std::int64_t z) {
 constexpr int kFastTableBits = 64;
 
 // The entries come from one exponential, b_0 = e^{-f}, by squaring (b_{l+1} = b_l^16) and powering
-// (entry = b_l^d), at twice the table's precision. Squaring an enclosure at most doubles its
-// relative width, and each operation adds a rounding of 2^-128 at each end. The factor f is
-// enclosed to about 2^-63 relative, so e^{-f} is about f·2^-63 wide, and an entry b_l^d = e^{-x},
-// x = d·16^l·f, about x·2^-63 plus its roundings, which the squarings amplify to at most about
-// d·16^l·2^-126. An entry in use has x <= threshold·f ≈ 89 and d·16^l <= threshold < 2^64, so it
-// stays below 2^-55 wide: inside the one ulp (2^-52) that rounding it outwards to doubles adds. One
-// exponential and a few dozen multiplications cost far less than the exponential per entry they
-// replace.
+// (entry = b_l^d), at twice the table's precision. Squaring an enclosure about doubles its relative
+// width, and each operation adds a rounding of 2^-128 at each end. The factor f comes out of
+// score_factor's few 64-bit roundings enclosed to 2^-61..2^-63 relative, so an entry b_l^d = e^{-x},
+// x = d·16^l·f, is about x·2^-62 wide, plus its own roundings amplified to at most about
+// d·16^l·2^-127. An entry in use has x <= L + f with L = 128·ln 2 ≈ 89 (the tail threshold's), and
+// d·16^l <= threshold < 2^64; so for f below L it stays under about 2^-54.5 (no wider than the
+// exponential per entry it replaces, measured), inside the ulp (2^-52) that rounding it outwards to
+// doubles adds. One exponential and a few dozen multiplications cost far less.
 constexpr int kChainBits = 2 * kFastTableBits;
 
 // What the fast pass needs of one score factor f = 10^-dot_exponent / σ: the tail threshold for 64
