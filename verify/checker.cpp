@@ -88,13 +88,15 @@ CellCertificate certify_cell(const OracleCell& cell, double band, int decimals, 
   // The canonical rounding is always inside (the exact value is); guard against a guess past the cap.
   if (lowest > canonical) lowest = canonical;
   if (highest < canonical) highest = canonical;
+  out.ambiguous = lowest < highest;
+  if (!out.ambiguous) {  // almost every cell: the range is the canonical text alone
+    out.lowest = out.highest = cell.canonical;
+    return out;
+  }
   out.lowest = fixed_text(lowest, decimals);
   out.highest = fixed_text(highest, decimals);
-  out.ambiguous = lowest < highest;
-  if (out.ambiguous) {
-    const bool up = highest > canonical && (lowest == canonical || at_or_above(cell.value, canonical, decimals));
-    out.alternative = fixed_text(up ? Integer(canonical + 1) : Integer(canonical - 1), decimals);
-  }
+  const bool up = highest > canonical && (lowest == canonical || at_or_above(cell.value, canonical, decimals));
+  out.alternative = fixed_text(up ? Integer(canonical + 1) : Integer(canonical - 1), decimals);
   return out;
 }
 
