@@ -252,7 +252,6 @@ void exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row,
   // Σ V per group and head column; in int64 when V is narrow and fewer than 2^37 keys are summed.
   const std::size_t cells = groups * block.head_v;
   const std::size_t v0 = head * block.head_v;
-  if (block.group_value_sum.size() < cells) block.group_value_sum.resize(cells);
   block.narrow_value_sum.clear();
   if (!V.narrow.empty() && k < (std::size_t{1} << 37)) {
     std::vector<std::int64_t>& sums = block.narrow_value_sum;
@@ -262,8 +261,8 @@ void exact_block(const ExactInstance& exact, std::size_t batch, std::size_t row,
         sums[block.group_of[t] * block.head_v + c] += V.narrow[block.keys[t] * V.cols + v0 + c];
       }
     }
-    for (std::size_t i = 0; i < cells; ++i) mpz_set_si(block.group_value_sum[i].backend().data(), sums[i]);
   } else {
+    if (block.group_value_sum.size() < cells) block.group_value_sum.resize(cells);
     for (std::size_t i = 0; i < cells; ++i) mpz_set_ui(block.group_value_sum[i].backend().data(), 0);
     for (std::size_t t = 0; t < k; ++t) {
       for (std::size_t c = 0; c < block.head_v; ++c) {
@@ -287,7 +286,8 @@ bool is_rational_cell(const ExactBlock& block, std::size_t c) {
     return true;
   }
   for (std::size_t g = 1; g < block.group_dot.size(); ++g) {
-    if (block.value_sum(g, c) * block.group_size[0] != block.value_sum(0, c) * block.group_size[g]) return false;
+    const Integer& sum = block.group_value_sum[g * block.head_v + c];
+    if (sum * block.group_size[0] != block.group_value_sum[c] * block.group_size[g]) return false;
   }
   return true;
 }

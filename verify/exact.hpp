@@ -100,18 +100,23 @@ struct ExactBlock {
   std::vector<std::size_t> group_of;    ///< group index of each visible key
   std::vector<Integer> group_dot;       ///< the distinct dot products, strictly decreasing
   std::vector<std::size_t> group_size;  ///< keys per group
-  /// groups x head_v: Σ of V over the group, over 10^-value_exponent. Never shrinks (entries past
-  /// groups x head_v are left over from a larger block): a reused block keeps its integers'
-  /// storage instead of freeing and allocating them again from block to block.
-  std::vector<Integer> group_value_sum;
-  /// The same sums as int64 when V is narrow (ScaledMatrix::narrow), else empty: the oracle's fast
-  /// pass reads these instead of converting each GMP integer.
+  /// groups x head_v: Σ of V over the group, over 10^-value_exponent, held in exactly one of two
+  /// forms (as ScaledMatrix's entries). As int64 when V is narrow (ScaledMatrix::narrow), else
+  /// empty: the fast pass and the rational test read these directly.
   std::vector<std::int64_t> narrow_value_sum;
+  /// As GMP integers when narrow_value_sum is empty; then the first groups x head_v entries count.
+  /// Never shrinks (entries past them are left over from a larger block): a reused block keeps its
+  /// integers' storage instead of freeing and allocating them again from block to block.
+  std::vector<Integer> group_value_sum;
   long value_exponent = 0;
 
-  /// Σ of V over `group` in head column c, over 10^-value_exponent.
-  [[nodiscard]] const Integer& value_sum(std::size_t group, std::size_t c) const {
-    return group_value_sum[group * head_v + c];
+  /// Σ of V over `group` in head column c, over 10^-value_exponent, for GMP: group_value_sum's
+  /// entry, or a narrow sum set into scratch.
+  [[nodiscard]] const Integer& value_sum(std::size_t group, std::size_t c, Integer& scratch) const {
+    const std::size_t i = group * head_v + c;
+    if (narrow_value_sum.empty()) return group_value_sum[i];
+    mpz_set_si(scratch.backend().data(), narrow_value_sum[i]);
+    return scratch;
   }
 };
 

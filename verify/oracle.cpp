@@ -86,14 +86,14 @@ Exponentials exponentials(const ExactInstance& exact, const ExactBlock& block, i
 // Enclosure of y_c: the tail groups together move the numerator by at most Σ_tail |c_g| e^{-L}.
 Real cell_enclosure(const ExactBlock& block, const Exponentials& e, std::size_t c, const Real& unit) {
   Real numerator = 0;
-  Integer tail_magnitude = 0;
+  Integer tail_magnitude = 0, scratch;
   for (std::size_t g = 0; g < e.group.size(); ++g) {
     if (e.tail[g]) {
-      const auto value = block.value_sum(g, c).backend().data();
+      const auto value = block.value_sum(g, c, scratch).backend().data();
       const auto sum = tail_magnitude.backend().data();
       mpz_sgn(value) >= 0 ? mpz_add(sum, sum, value) : mpz_sub(sum, sum, value);  // no temporary
     } else {
-      numerator += from_integer(block.value_sum(g, c)) * e.group[g];
+      numerator += from_integer(block.value_sum(g, c, scratch)) * e.group[g];
     }
   }
   if (tail_magnitude != 0) numerator += symmetric(Real(from_integer(tail_magnitude) * e.tail_bound));
@@ -103,7 +103,8 @@ Real cell_enclosure(const ExactBlock& block, const Exponentials& e, std::size_t 
 // The exact rational value of a rational cell: num / den.
 std::pair<Integer, Integer> rational_value(const ExactBlock& block, std::size_t c) {
   if (block.keys.empty()) return {Integer(0), Integer(1)};
-  return {block.value_sum(0, c), Integer(block.group_size[0]) * power_of_ten(block.value_exponent)};
+  Integer scratch;
+  return {block.value_sum(0, c, scratch), Integer(block.group_size[0]) * power_of_ten(block.value_exponent)};
 }
 
 // Sign of y_c - o/2 · 10^-decimals (Step 5): +1, -1, or 0 when this precision cannot tell. Tail
@@ -112,8 +113,9 @@ int side_of_boundary(const ExactBlock& block, const Exponentials& e, std::size_t
   const Integer twice_scale = 2 * power_of_ten(decimals);
   const Integer boundary_scale = odd * power_of_ten(block.value_exponent);
   Real sum = 0;
+  Integer scratch;
   for (std::size_t g = 0; g < e.group.size(); ++g) {
-    const Integer coefficient = twice_scale * block.value_sum(g, c) - boundary_scale * block.group_size[g];
+    const Integer coefficient = twice_scale * block.value_sum(g, c, scratch) - boundary_scale * block.group_size[g];
     if (coefficient == 0) continue;
     sum += from_integer(coefficient) * (e.tail[g] ? Real(exp(group_argument(block, e.factor, g))) : e.group[g]);
   }

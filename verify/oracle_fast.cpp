@@ -248,7 +248,7 @@ bool fast_pass(const ExactInstance& exact, const ExactBlock& block, int decimals
       Interval value;
       if (!block.narrow_value_sum.empty()) {
         value = narrow_bounds(block.narrow_value_sum[g * block.head_v + c]);
-      } else if (!fast_bounds(block.value_sum(g, c), value)) {
+      } else if (!fast_bounds(block.group_value_sum[g * block.head_v + c], value)) {
         return false;
       }
       if (tail[g]) {
