@@ -158,6 +158,21 @@ TEST(ExactBlock, RationalCellsWeighGroupsOfUnequalSize) {
   EXPECT_FALSE(is_rational_cell(block_for("6\n3\n3\n"), 0));  // sums 6 and 6, means 6 and 3
 }
 
+// Two heads and a V too wide for int64 sums (999.99999 scales to 99999999 >= 2^26): head 1's block
+// sums V's second column in GMP. Keys 0 and 1 have head-1 dot products 1 and 0: a group each.
+TEST(ExactBlock, WideSumsReadTheirHeadsColumns) {
+  const std::string text = write_header({Problem::general, 1, 1, 2, 2, 2, 2, 2, MaskKind::none, "none", false}) +
+                           "1 1\n1 1\n0 0\n999.99999 1\n-999.99999 3\n";
+  const Instance instance = instance_from_text(text, Problem::general, default_limits(Problem::general));
+  const ExactBlock block = exact_block(make_exact(instance), 0, 0, 1);
+  ASSERT_TRUE(block.narrow_value_sum.empty());
+  ASSERT_EQ(block.group_size, (std::vector<std::size_t>{1, 1}));
+  Integer scratch;
+  ASSERT_EQ(block.value_exponent, 5);
+  EXPECT_EQ(block.value_sum(0, 0, scratch), 100000);
+  EXPECT_EQ(block.value_sum(1, 0, scratch), 300000);
+}
+
 TEST(PowerOfTen, CachedPowersAreExactAndStable) {
   const Integer& first = power_of_ten(0);
   for (long e = 0; e <= 400; ++e) {
