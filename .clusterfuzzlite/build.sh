@@ -12,7 +12,7 @@ for source in "$project"/fuzz/*.cpp; do
   [ "$target" = replay_main ] || targets+=("$target")
 done
 
-# RapidCheck (the property library attn_verify links): built here with the same compiler and flags
+# RapidCheck (the property library attn_campaign links): built here with the same compiler and flags
 # when its sources are in $SRC/rapidcheck (the OSS-Fuzz image, where C++ uses libc++); otherwise
 # the installed package is used (Debian's librapidcheck-dev, libstdc++ builds).
 cmake_prefix=()

@@ -6,10 +6,10 @@
 #include <random>
 #include <string>
 
-#include "checker.hpp"
-#include "exact.hpp"
 #include "instance_io.hpp"
-#include "oracle.hpp"
+#include "judge/checker.hpp"
+#include "judge/exact.hpp"
+#include "judge/oracle.hpp"
 #include "solve.hpp"
 
 namespace {

@@ -10,9 +10,9 @@
 #include <random>
 #include <vector>
 
-#include "tensor.hpp"
-#include "tensor_certify.hpp"
-#include "tensor_oracle.hpp"
+#include "tensor/tensor.hpp"
+#include "tensor/tensor_certify.hpp"
+#include "tensor/tensor_oracle.hpp"
 
 namespace {
 

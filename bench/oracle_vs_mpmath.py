@@ -2,7 +2,7 @@
 """Whole-process time of `attncheck oracle` on a max AI006 case against an mpmath evaluation.
 
 The mpmath side is the cross-check's textbook formula at 80 significant digits
-(tests/verify/oracle_mpmath.py: exact_values, then rounding half-even to 4 decimals), on the same
+(tests/verify/judge/oracle_mpmath.py: exact_values, then rounding half-even to 4 decimals), on the same
 input; the attncheck side is the process from exec to exit (loading, reading, certifying,
 printing). Two figures for it: the CPU time the kernel accounts to the process (user + system,
 from wait4 on a child started with posix_spawn, so no copy of this Python process is charged to

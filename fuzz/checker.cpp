@@ -5,7 +5,7 @@
 // certified alternative, both only in the documented layout; a token that is not
 // -?(0|[1-9]D*).D{k} without "-0.0…", or a wrong token count, is a presentation error — never
 // ok, acceptable or wrong answer.
-#include "checker.hpp"
+#include "judge/checker.hpp"
 
 #include <algorithm>
 #include <array>

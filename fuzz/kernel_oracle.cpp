@@ -10,11 +10,11 @@
 #include <string>
 
 #include "byte_source.hpp"
-#include "checker.hpp"
+#include "campaign/generators.hpp"
 #include "fuzz_check.hpp"
-#include "generators.hpp"
 #include "instance_io.hpp"
-#include "rules.hpp"
+#include "judge/checker.hpp"
+#include "judge/rules.hpp"
 #include "solve.hpp"
 
 namespace {

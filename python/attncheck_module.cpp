@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "tensor.hpp"
-#include "tensor_band.hpp"
-#include "tensor_certify.hpp"
+#include "tensor/tensor.hpp"
+#include "tensor/tensor_band.hpp"
+#include "tensor/tensor_certify.hpp"
 
 namespace py = pybind11;
 using attn::verify::Causal;

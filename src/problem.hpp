@@ -20,7 +20,7 @@ enum class ScaleKind { none, sqrt_head_dim, explicit_value };
 [[nodiscard]] std::string_view problem_name(Problem problem);
 
 /// Which keys each query sees: everything, j <= i (causal), or an n x m row-major 0/1 matrix.
-/// The production kernel's rule; verify/ has its own (verify/rules.hpp) and never asks this one.
+/// The production kernel's rule; verify/ has its own (verify/judge/rules.hpp) and never asks this one.
 struct MaskView {
   MaskKind kind = MaskKind::none;
   std::span<const std::uint8_t> bits;

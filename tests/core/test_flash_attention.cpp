@@ -15,7 +15,7 @@
 #include "attention.hpp"
 #include "flash_attention.hpp"
 #include "flash_test_support.hpp"
-#include "oracle.hpp"
+#include "judge/oracle.hpp"
 
 namespace attn {
 namespace {
@@ -320,7 +320,7 @@ TEST(FlashAttention, ZeroQueriesAreOkAndWriteNothing) {
 
 // ---- PyTorch's semantics: GQA, bottom-right causal, additive masks, the scale multiplier. Each
 // is checked against the simple kernel's bound or, where the arithmetic is provably the same, as
-// identical bits; tests/verify/test_tensor_flash.cpp certifies them against the oracle.
+// identical bits; tests/verify/tensor/test_tensor_flash.cpp certifies them against the oracle.
 
 TEST(FlashSemantics, BottomRightCausalWithinTheBoundForEveryShape) {
   for (auto [n, m] : {std::pair<std::size_t, std::size_t>{9, 70}, {70, 9}, {37, 37}, {33, 1}}) {

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "checker.hpp"
 #include "cli_runner.hpp"
+#include "judge/checker.hpp"
 
 namespace attn::testing_support {
 
@@ -19,7 +19,7 @@ struct Trap {
   const char* input;
 };
 
-/// Rounding traps (tests/verify/test_checker.cpp): exact ties, a near tie a double cannot see, a
+/// Rounding traps (tests/verify/judge/test_checker.cpp): exact ties, a near tie a double cannot see, a
 /// negative tie, a tiny negative value that must print as 0, all-masked rows, huge scores.
 inline constexpr std::array<Trap, 9> kTraps{{
     {"ai031", "2 1 1\n1\n0\n0.5\n0.5\n0.12\n0.13\n1 1\n0 1\n"},                    // exact tie 0.125

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "checker.hpp"
+#include "campaign/generators.hpp"
 #include "cli_runner.hpp"
-#include "generators.hpp"
 #include "instance_io.hpp"
+#include "judge/checker.hpp"
 #include "solve.hpp"
 #include "tools/test_package_cases.hpp"
 

@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <memory>
 
-#include "checker.hpp"
 #include "common.hpp"
 #include "instance_io.hpp"
-#include "oracle.hpp"
+#include "judge/checker.hpp"
+#include "judge/oracle.hpp"
 
 namespace attn::cli {
 namespace {

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "checker.hpp"
+#include "campaign/generators.hpp"
 #include "common.hpp"
-#include "generators.hpp"
 #include "instance_io.hpp"
+#include "judge/checker.hpp"
 #include "portable_sources.hpp"
 
 namespace attn::cli {

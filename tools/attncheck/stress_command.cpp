@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <memory>
 
-#include "checker.hpp"
+#include "campaign/generators.hpp"
+#include "campaign/stress.hpp"
 #include "common.hpp"
-#include "generators.hpp"
 #include "instance_io.hpp"
-#include "stress.hpp"
+#include "judge/checker.hpp"
 
 namespace attn::cli {
 namespace {

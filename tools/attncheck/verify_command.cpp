@@ -10,10 +10,10 @@
 #include <utility>
 #include <vector>
 
-#include "campaign.hpp"
+#include "campaign/campaign.hpp"
+#include "campaign/report_junit.hpp"
+#include "campaign/report_svg.hpp"
 #include "common.hpp"
-#include "report_junit.hpp"
-#include "report_svg.hpp"
 
 namespace attn::cli {
 namespace {

@@ -1,6 +1,6 @@
 // attncheck portable checker: one C++17 source file, the standard library only (no testlib, GMP,
 // MPFR or attncheck), written into judge packages by `attncheck package`. It gives the verdict
-// `attncheck check` gives, rule for rule (verify/checker.cpp, check_output): the truth is the
+// `attncheck check` gives, rule for rule (verify/judge/checker.cpp, check_output): the truth is the
 // answer file's canonical rows plus its certificate section (README, "Judge packages"), which
 // lists the accepted range of every ambiguous cell. Values are compared as decimal text, never as
 // doubles.
@@ -150,7 +150,7 @@ int compare_fixed(std::string_view a, std::string_view b) {
 
 Verdict presentation(std::string message) { return {VerdictKind::presentation_error, std::move(message)}; }
 
-// The rules of verify/checker.cpp check_output. Pass 1: shape and format of every token, before any
+// The rules of verify/judge/checker.cpp check_output. Pass 1: shape and format of every token, before any
 // value is looked at; pass 2: values, the first difference wins.
 Verdict check_output(const Certificate& certificate, std::string_view output) {
   const std::size_t rows = certificate.rows;

@@ -1,0 +1,268 @@
+// Attention kernels for one head on plain row-major arrays (Q [L, E], K [S, E], V [S, Ev], an
+// optional additive bias [L, S] with -inf allowed), written the ways real kernels are, plus
+// deliberately wrong ones, and an exact reference in __float128 that yields tensor_band's RowTerms.
+// Nothing of that shares code with verify/ or src/. At the end: run_flash, the adapter that runs
+// the production kernel (attn::flash_attention) on a TensorProblem.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <quadmath.h>
+#include <type_traits>
+#include <vector>
+
+#include "flash_attention.hpp"
+#include "tensor/tensor.hpp"
+#include "tensor/tensor_band.hpp"
+
+namespace attn::testing_support {
+
+/// x rounded to nearest (ties to even) in a binary format with `digits` significand bits (hidden
+/// bit included), smallest normal exponent `min_exponent` and largest finite `max_finite`, with
+/// subnormals; overflow gives ±inf. Every step is exact in double but the one nearbyint.
+inline double round_binary(double x, int digits, int min_exponent, double max_finite) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  int exponent = 0;
+  std::frexp(x, &exponent);  // |x| in [2^(exponent-1), 2^exponent)
+  const int quantum = std::max(exponent - 1, min_exponent) - (digits - 1);
+  const double rounded = std::ldexp(std::nearbyint(std::ldexp(x, -quantum)), quantum);
+  // Round-to-nearest overflows at max_finite + half an ulp of it.
+  const double limit = max_finite + std::ldexp(1.0, std::ilogb(max_finite) - digits);
+  if (std::fabs(x) >= limit) return std::copysign(std::numeric_limits<double>::infinity(), x);
+  return rounded;
+}
+/// x rounded to IEEE binary16.
+inline double round_fp16(double x) { return round_binary(x, 11, -14, 65504.0); }
+/// x rounded to bfloat16.
+inline double round_bf16(double x) { return round_binary(x, 8, -126, 0x1.FEp127); }
+
+/// One head's inputs. bias is empty or L·S values; scale is used when !scale_defaulted.
+struct Head {
+  std::size_t L = 0, S = 0, E = 0, Ev = 0;
+  std::vector<double> Q, K, V, bias;
+  double scale = 1;
+  bool scale_defaulted = true;
+  [[nodiscard]] double bias_at(std::size_t i, std::size_t j) const { return bias.empty() ? 0.0 : bias[i * S + j]; }
+};
+
+/// Where the multiplier goes: on the scores, on Q before QKᵀ, or folded with log2(e) into exp2.
+enum class Scaling { scores, query_first, folded_exp2 };
+
+/// A kernel's choices (first group: freedoms a correct kernel takes; second: bugs).
+struct KernelChoices {
+  std::size_t tile = 0;  ///< keys per online-softmax tile; 0: the whole row in one tile
+  Scaling scaling = Scaling::scores;
+  bool normalize_first = false;           ///< divide P by the sum before P·V (one tile only)
+  double (*round_p)(double) = nullptr;    ///< P rounded before P·V (the sum keeps unrounded P)
+  double (*round_out)(double) = nullptr;  ///< the output rounded at the end
+  bool exp_in_fp16 = false;               ///< bug: exp's argument and result rounded to fp16
+  bool sum_not_rescaled = false;          ///< bug: the running sum is not multiplied by α
+  bool accumulate_in_fp16 = false;        ///< bug: the accumulator rounded to fp16 after each update
+};
+
+/// Output [L, Ev] of the kernel described by `choices`, computed in T (float or double).
+template <class T> std::vector<double> attention_kernel(const Head& h, const KernelChoices& choices) {
+  const T inf = std::numeric_limits<T>::infinity();
+  const T log2e = static_cast<T>(1.4426950408889634);
+  const T scale = h.scale_defaulted ? T(1) / std::sqrt(static_cast<T>(h.E)) : static_cast<T>(h.scale);
+  const bool folded = choices.scaling == Scaling::folded_exp2;
+  const T factor = folded ? scale * log2e : scale;
+  const std::size_t tile = choices.tile == 0 ? std::max<std::size_t>(h.S, 1) : choices.tile;
+  auto expo = [&](T x) -> T {
+    if (choices.exp_in_fp16) return static_cast<T>(round_fp16(std::exp(static_cast<T>(round_fp16(x)))));
+    return folded ? std::exp2(x) : std::exp(x);
+  };
+  std::vector<double> out(h.L * h.Ev, 0.0);
+  std::vector<T> score(h.S), p(h.S), acc(h.Ev);
+  for (std::size_t i = 0; i < h.L; ++i) {
+    // Scores in the kernel's units: natural (scores, query_first) or raw q·k (folded, no bias), or
+    // log2 units (folded with a bias). -inf for a masked key.
+    const bool raw = folded && h.bias.empty();
+    for (std::size_t j = 0; j < h.S; ++j) {
+      T dot = 0;
+      for (std::size_t c = 0; c < h.E; ++c) {
+        const T q = static_cast<T>(h.Q[i * h.E + c]);
+        const T qs = choices.scaling == Scaling::query_first ? q * scale : q;
+        dot += qs * static_cast<T>(h.K[j * h.E + c]);
+      }
+      const T b = static_cast<T>(h.bias_at(i, j));
+      if (choices.scaling == Scaling::query_first)
+        score[j] = dot + b;
+      else if (raw)
+        score[j] = dot;
+      else if (folded)
+        score[j] = dot * factor + b * log2e;
+      else
+        score[j] = dot * scale + b;
+    }
+    T m = -inf, sum = 0;
+    std::fill(acc.begin(), acc.end(), T(0));
+    for (std::size_t start = 0; start < h.S; start += tile) {
+      const std::size_t end = std::min(h.S, start + tile);
+      T m_new = m;
+      for (std::size_t j = start; j < end; ++j) m_new = std::max(m_new, score[j]);
+      if (m_new == -inf) continue;  // every key so far masked
+      // Rescale: FlashAttention forms (m_old - m_new)·factor; an empty history has α = 0.
+      const T alpha = m == -inf ? T(0) : expo(raw ? (m - m_new) * factor : m - m_new);
+      const T shift = raw ? m_new * factor : m_new;  // FMA residual form when raw
+      T tile_sum = 0;
+      for (std::size_t j = start; j < end; ++j) {
+        p[j] = score[j] == -inf ? T(0) : expo(raw ? std::fma(score[j], factor, -shift) : score[j] - m_new);
+        tile_sum += p[j];
+      }
+      sum = choices.sum_not_rescaled ? sum + tile_sum : alpha * sum + tile_sum;
+      for (std::size_t c = 0; c < h.Ev; ++c) {
+        T a = alpha * acc[c];
+        for (std::size_t j = start; j < end; ++j) {
+          const T pj = choices.round_p ? static_cast<T>(choices.round_p(p[j])) : p[j];
+          const T w = choices.normalize_first ? pj / sum : pj;  // one tile: sum is complete here
+          a += w * static_cast<T>(h.V[j * h.Ev + c]);
+          if (choices.accumulate_in_fp16) a = static_cast<T>(round_fp16(a));
+        }
+        acc[c] = a;
+      }
+      m = m_new;
+    }
+    for (std::size_t c = 0; c < h.Ev; ++c) {
+      T y = m == -inf ? T(0) : choices.normalize_first ? acc[c] : acc[c] / sum;
+      out[i * h.Ev + c] = choices.round_out ? choices.round_out(y) : static_cast<double>(y);
+    }
+  }
+  return out;
+}
+
+/// The exact row i (in __float128: products of doubles are exact, sums and exp err by ~2^-112
+/// relative, far below any band) and its RowTerms rounded outwards by 2^-50 relative.
+struct ExactRow {
+  std::vector<__float128> y;  ///< the exact output, to about 2^-100 relative to max|v|
+  verify::RowTerms terms;
+};
+
+/// The exact output of row i and the terms of its band.
+inline ExactRow exact_row(const Head& h, std::size_t i) {
+  using Q128 = __float128;
+  const double up = 1 + 0x1p-50, down = 1 - 0x1p-50;
+  const Q128 sigma = h.scale_defaulted ? 1 / sqrtq(static_cast<Q128>(h.E)) : static_cast<Q128>(h.scale);
+  std::vector<std::size_t> keys;
+  std::vector<Q128> s;
+  ExactRow row;
+  verify::RowTerms& t = row.terms;
+  for (std::size_t j = 0; j < h.S; ++j) {
+    const double b = h.bias_at(i, j);
+    if (b == -std::numeric_limits<double>::infinity()) continue;
+    Q128 dot = 0, abs_dot = 0;
+    for (std::size_t c = 0; c < h.E; ++c) {
+      const Q128 product = static_cast<Q128>(h.Q[i * h.E + c]) * h.K[j * h.E + c];
+      dot += product;
+      abs_dot += fabsq(product);
+    }
+    keys.push_back(j);
+    s.push_back(sigma * dot + b);
+    t.abs_dot.push_back(static_cast<double>(abs_dot) * up);
+    t.abs_bias.push_back(std::fabs(b));
+  }
+  t.keys = keys.size();
+  t.E = h.E;
+  t.scale = static_cast<double>(sigma) * up;
+  t.scale_defaulted = h.scale_defaulted;
+  row.y.assign(h.Ev, 0);
+  t.abs_v_minus_y.assign(h.Ev, {});
+  t.abs_v_max.assign(h.Ev, 0.0);
+  t.abs_y.assign(h.Ev, 0.0);
+  if (keys.empty()) return row;
+  const Q128 top = *std::max_element(s.begin(), s.end());
+  Q128 total = 0;
+  std::vector<Q128> w(keys.size());
+  for (std::size_t t_ = 0; t_ < keys.size(); ++t_) total += (w[t_] = expq(s[t_] - top));
+  for (std::size_t t_ = 0; t_ < keys.size(); ++t_) {
+    w[t_] /= total;
+    t.gap.push_back(std::max(0.0, static_cast<double>(top - s[t_]) * down));
+    t.weight.push_back(static_cast<double>(w[t_]) * up + 0x1p-1074);
+  }
+  for (std::size_t c = 0; c < h.Ev; ++c) {
+    for (std::size_t key : keys) t.abs_v_max[c] = std::max(t.abs_v_max[c], std::fabs(h.V[key * h.Ev + c]));
+    const double slack = 0x1p-100 * t.abs_v_max[c];  // the error of y in __float128, generously
+    Q128 y = 0;
+    for (std::size_t t_ = 0; t_ < keys.size(); ++t_) y += w[t_] * h.V[keys[t_] * h.Ev + c];
+    row.y[c] = y;
+    for (std::size_t t_ = 0; t_ < keys.size(); ++t_) {
+      const double v = h.V[keys[t_] * h.Ev + c];
+      t.abs_v_minus_y[c].push_back(static_cast<double>(fabsq(v - y)) * up + slack);
+    }
+    t.abs_y[c] = static_cast<double>(fabsq(y)) * up + slack;
+  }
+  return row;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The production kernel on a TensorProblem.
+
+/// Tiling, threading and instruction set of a flash_attention run.
+struct FlashRun {
+  std::size_t query_tile = 128, key_tile = 64;
+  unsigned threads = 1;
+  SimdLevel simd = SimdLevel::automatic;
+};
+
+/// p's mask laid out as flash_attention takes it: [L, S] when it is the same for every batch item
+/// and head, [B, L, S] when it is the same for every head, else [B, Hq, L, S] (each broadcast
+/// dimension of size 1 expanded, NumPy's right-aligned rule).
+inline std::vector<double> flash_mask_values(const verify::TensorProblem& p) {
+  const std::size_t rank = p.mask_shape.size();
+  std::size_t dims[4] = {1, 1, 1, 1};
+  for (std::size_t k = 0; k < rank; ++k) dims[4 - rank + k] = p.mask_shape[k];
+  const std::size_t items = dims[0] == 1 && dims[1] == 1 ? 1 : p.batch, heads = dims[1] == 1 ? 1 : p.q_heads;
+  std::vector<double> out;
+  for (std::size_t b = 0; b < items; ++b)
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t i = 0; i < p.L; ++i)
+        for (std::size_t j = 0; j < p.S; ++j) {
+          const std::size_t index[4] = {b, h, i, j};
+          std::size_t offset = 0;
+          for (std::size_t k = 0; k < 4; ++k) offset = offset * dims[k] + (dims[k] == 1 ? 0 : index[k]);
+          out.push_back(p.mask[offset]);
+        }
+  return out;
+}
+
+/// attn::flash_attention in T (float for fp32 problems, double for fp64) on a valid problem: the
+/// output [B, Hq, L, Ev] in p.layout, as doubles. The defaulted scale 1/√E is computed in T (two
+/// correctly rounded operations, as the band's defaulted scale assumes); a given scale is passed
+/// as the double it is and converted once by the kernel. `status` receives the kernel's status.
+template <class T>
+std::vector<double> run_flash(const verify::TensorProblem& p, const FlashRun& run, KernelStatus* status = nullptr) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  const auto convert = [](const std::vector<double>& v) { return std::vector<T>(v.begin(), v.end()); };
+  const std::vector<T> Q = convert(p.query), K = convert(p.key), V = convert(p.value);
+  const FlashShape shape{p.batch, p.q_heads, p.kv_heads, p.L, p.S, p.E, p.Ev};
+  FlashOptions options;
+  options.layout =
+      p.layout == verify::AxisOrder::batch_head_seq ? TensorLayout::batch_head_seq : TensorLayout::batch_seq_head;
+  options.causal = p.causal == verify::Causal::top_left       ? CausalAlignment::top_left
+                   : p.causal == verify::Causal::bottom_right ? CausalAlignment::bottom_right
+                                                              : CausalAlignment::none;
+  options.key_lengths = p.key_lengths;
+  options.scale = p.scale ? *p.scale : static_cast<double>(T(1) / std::sqrt(static_cast<T>(p.E)));
+  options.query_tile = run.query_tile, options.key_tile = run.key_tile;
+  options.threads = run.threads, options.simd = run.simd;
+  std::vector<std::uint8_t> bits;
+  std::vector<T> bias;
+  if (p.mask_kind != verify::TensorMask::none) {
+    const std::vector<double> mask = flash_mask_values(p);
+    if (p.mask_kind == verify::TensorMask::boolean) {
+      for (double x : mask) bits.push_back(x != 0);
+      options.mask_bits = bits;
+    } else {
+      bias = convert(mask);
+    }
+  }
+  std::vector<T> out(p.batch * p.q_heads * p.L * p.Ev, T(-7));
+  const KernelStatus s = flash_attention(shape, std::span<const T>(Q), K, V, out, options, bias);
+  if (status != nullptr) *status = s;
+  return std::vector<double>(out.begin(), out.end());
+}
+
+}  // namespace attn::testing_support

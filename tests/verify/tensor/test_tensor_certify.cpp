@@ -1,0 +1,166 @@
+// certify_tensor's verdicts on hand-made outputs: the exact result rounded passes, a perturbed
+// element is named, NaN/Inf/non-zero masked rows get their own reasons, sampling keeps the first,
+// last and fully masked rows, and the report does not depend on the thread count.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "tensor/tensor.hpp"
+#include "tensor/tensor_band.hpp"
+#include "tensor/tensor_certify.hpp"
+#include "tensor/tensor_oracle.hpp"
+
+namespace attn::verify {
+namespace {
+
+// B = 2, Hq = 2, Hkv = 1 (GQA), L = 5 > S = 3 with bottom-right causal: queries 0 and 1 see no
+// key (rows 0, 1, 5, 6, ...). Values k/8 are exact in every format.
+TensorProblem problem(DType dtype) {
+  TensorProblem p;
+  p.batch = 2, p.q_heads = 2, p.kv_heads = 1, p.L = 5, p.S = 3, p.E = 4, p.Ev = 3, p.dtype = dtype;
+  p.causal = Causal::bottom_right;
+  std::mt19937_64 random(42);
+  const auto fill = [&](std::vector<double>& v, std::size_t n) {
+    for (std::size_t k = 0; k < n; ++k) v.push_back(static_cast<double>(static_cast<int>(random() % 33) - 16) / 8);
+  };
+  fill(p.query, 2 * 2 * 5 * 4);
+  fill(p.key, 2 * 1 * 3 * 4);
+  fill(p.value, 2 * 1 * 3 * 3);
+  return p;
+}
+
+// The exact output rounded to the storage format: what a perfect kernel writes.
+std::vector<double> rounded_exact(const TensorProblem& p) {
+  std::vector<double> out(p.batch * p.q_heads * p.L * p.Ev);
+  for (std::size_t row = 0; row < p.batch * p.q_heads * p.L; ++row) {
+    const RowEnclosure e = enclose_row(p, row, 128);
+    const RowIndex r = row_index(p, row);
+    for (std::size_t c = 0; c < p.Ev; ++c) {
+      out[tensor_index(p, p.q_heads, p.L, p.Ev, r.b, r.h, r.i, c)] = round_to(p.dtype, e.fine[c].head);
+    }
+  }
+  return out;
+}
+
+std::size_t at(const TensorProblem& p, std::size_t b, std::size_t h, std::size_t i, std::size_t c) {
+  return tensor_index(p, p.q_heads, p.L, p.Ev, b, h, i, c);
+}
+
+// A fixed band, so verdicts here do not depend on the band's derivation.
+const RowBands kFixedBand = [](std::size_t, const RowEnclosure& e) { return std::vector<double>(e.out.size(), 1e-6); };
+
+TEST(TensorCertify, RoundedExactResultPasses) {
+  const TensorProblem p = problem(DType::fp32);
+  const TensorReport report = certify_tensor(p, rounded_exact(p), {}, kFixedBand);
+  EXPECT_TRUE(report.passed) << report.summary();
+  EXPECT_EQ(report.rows_checked, 20u);
+  EXPECT_EQ(report.elements_certified, 12u * 3);  // 12 rows with keys
+  EXPECT_LE(report.max_band_usage, 0.1);          // half an fp32 ulp of values <= 2 is below 1.2e-7
+  EXPECT_EQ(report.usage_histogram.size(), 14u);
+  EXPECT_EQ(report.summary().rfind("passed", 0), 0u);
+}
+
+TEST(TensorCertify, PerturbedElementIsNamedWithItsIndex) {
+  const TensorProblem p = problem(DType::fp32);
+  std::vector<double> output = rounded_exact(p);
+  output[at(p, 1, 0, 3, 2)] += 0.25;
+  output[at(p, 0, 1, 4, 0)] += 1e-5;
+  const TensorReport report = certify_tensor(p, output, {}, kFixedBand);
+  EXPECT_FALSE(report.passed);
+  ASSERT_EQ(report.failures.size(), 2u);
+  const TensorFailure& worst = report.failures[0];  // worst first
+  EXPECT_EQ(worst.index, (std::array<std::size_t, 4>{1, 0, 3, 2}));
+  EXPECT_EQ(worst.reason, "outside band");
+  EXPECT_EQ(worst.band, 1e-6);
+  EXPECT_NEAR(worst.usage, 0.25 / 1e-6, 1);
+  EXPECT_GT(worst.ulps, 1e5);
+  EXPECT_LE(worst.exact.lo, worst.got - 0.24);
+  EXPECT_EQ(report.failures[1].index, (std::array<std::size_t, 4>{0, 1, 4, 0}));
+  EXPECT_NE(report.summary().find("worst (1, 0, 3, 2): outside band"), std::string::npos) << report.summary();
+}
+
+TEST(TensorCertify, MaskedRowsMustBeExactlyZero) {
+  const TensorProblem p = problem(DType::fp32);
+  std::vector<double> output = rounded_exact(p);
+  output[at(p, 0, 0, 0, 1)] = std::nan("");
+  output[at(p, 1, 1, 1, 0)] = -0.0;  // -0 is zero
+  output[at(p, 1, 1, 0, 2)] = 1e-30;
+  output[at(p, 0, 1, 2, 0)] = std::numeric_limits<double>::infinity();
+  output[at(p, 0, 1, 3, 1)] = std::nan("");
+  const TensorReport report = certify_tensor(p, output, {}, kFixedBand);
+  ASSERT_EQ(report.failure_count, 4u);
+  std::vector<std::string> reasons;
+  for (const TensorFailure& f : report.failures) reasons.push_back(f.reason);
+  std::sort(reasons.begin(), reasons.end());
+  EXPECT_EQ(reasons, (std::vector<std::string>{"Inf", "NaN", "NaN in a fully masked row", "masked row not zero"}));
+}
+
+TEST(TensorCertify, SampleKeepsFirstLastAndMaskedRows) {
+  const TensorProblem p = problem(DType::fp32);
+  const std::vector<std::size_t> sample = sample_rows(p, 10, 7);
+  for (std::size_t row : {0, 1, 5, 6, 10, 11, 15, 16, 19}) {
+    EXPECT_TRUE(std::find(sample.begin(), sample.end(), row) != sample.end()) << row;
+  }
+  EXPECT_EQ(sample.size(), 10u);
+  EXPECT_EQ(sample_rows(p, 10, 7), sample);  // a seed replays
+  EXPECT_EQ(sample_rows(p, 2, 7).size(), 9u);  // the mandatory rows alone are more
+  EXPECT_EQ(sample_rows(p, std::nullopt, 0).size(), 20u);
+  // The cheap checks still cover rows outside the sample.
+  std::vector<double> output = rounded_exact(p);
+  const std::vector<std::size_t> small = sample_rows(p, 9, 3);
+  std::size_t outside = 0;
+  while (std::find(small.begin(), small.end(), outside) != small.end()) ++outside;
+  const RowIndex r = row_index(p, outside);
+  output[at(p, r.b, r.h, r.i, 0)] = std::numeric_limits<double>::infinity();
+  output[at(p, r.b, r.h, r.i, 1)] += 0.5;  // not certified: not seen
+  CertifyOptions options;
+  options.rows = 9, options.seed = 3;
+  const TensorReport report = certify_tensor(p, output, options, kFixedBand);
+  EXPECT_EQ(report.rows_checked, 9u);
+  ASSERT_EQ(report.failure_count, 1u);
+  EXPECT_EQ(report.failures[0].reason, "Inf");
+}
+
+TEST(TensorCertify, ThreadCountDoesNotChangeTheReport) {
+  const TensorProblem p = problem(DType::fp16);
+  std::vector<double> output = rounded_exact(p);
+  output[at(p, 1, 1, 4, 1)] += 0.125;
+  CertifyOptions one, four;
+  one.threads = 1, four.threads = 4;
+  const TensorReport a = certify_tensor(p, output, one, kFixedBand);
+  const TensorReport b = certify_tensor(p, output, four, kFixedBand);
+  EXPECT_EQ(a.summary(), b.summary());
+  EXPECT_EQ(a.max_band_usage, b.max_band_usage);
+  EXPECT_EQ(a.usage_histogram, b.usage_histogram);
+}
+
+TEST(TensorCertify, ArithmeticBandsAcceptTheRoundedExactResult) {
+  for (const char* name : {"fp64", "fp32", "fp16", "bf16"}) {
+    const auto arithmetic = arithmetic_profile(name);
+    ASSERT_TRUE(arithmetic.ok()) << name;
+    const TensorProblem p = problem(arithmetic->storage);
+    CertifyOptions options;
+    options.arithmetic = *arithmetic;
+    const TensorReport report = certify_tensor(p, rounded_exact(p), options);
+    EXPECT_TRUE(report.passed) << name << ": " << report.summary();
+    EXPECT_EQ(report.capped_rows, 0u) << name;
+    std::vector<double> output = rounded_exact(p);
+    output[at(p, 0, 0, 4, 0)] += 0.5;
+    EXPECT_FALSE(certify_tensor(p, output, options).passed) << name;
+  }
+}
+
+TEST(TensorCertify, PlainRatioIsReported) {
+  const TensorProblem p = problem(DType::fp32);
+  const TensorReport report = certify_tensor(p, rounded_exact(p), {}, kFixedBand);
+  // The exact result rounded is within half an ulp: never worse than the plain computation.
+  EXPECT_LE(report.max_plain_ratio, 1.0 + 1e-9);
+  EXPECT_GT(report.mean_plain_ratio, 0.0);
+}
+
+}  // namespace
+}  // namespace attn::verify

@@ -1,0 +1,374 @@
+// The mutant zoo of tensor certification: correct attention kernels (fp32 three-step, fp32 tiled
+// online softmax, fp64 three-step, and the production attn::flash_attention in fp32 and fp64) on
+// TensorProblems with PyTorch's full semantics pass certify_tensor under their profile; kernels
+// with one bug each are caught on at least one problem.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "flash_attention.hpp"
+#include "tensor/tensor.hpp"
+#include "tensor/tensor_band.hpp"
+#include "tensor/tensor_certify.hpp"
+#include "tensor_kernels.hpp"
+
+namespace attn::verify {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Kernels: one parameterised implementation, correct with every flag off.
+
+struct Kernel {
+  std::string name;
+  std::size_t tile = 0;             ///< 0: three-step (scores, max, exp, sum, divide, P·V); else online softmax
+  bool exp_in_fp16 = false;         ///< bug: exp's argument and result rounded to fp16
+  bool sum_not_rescaled = false;    ///< bug: the running sum is not multiplied by α (tiled)
+  bool top_left_always = false;     ///< bug: causal rule j <= i whatever alignment was asked
+  bool gqa_interleaved = false;     ///< bug: kv head = h mod Hkv
+  bool scale_divides = false;       ///< bug: scores divided by the scale
+  bool masked_row_nan = false;      ///< bug: a row without keys computes 0/0 (tiled)
+  bool p_in_bf16 = false;           ///< bug: P rounded to bf16 before P·V
+  bool accumulate_in_fp16 = false;  ///< bug: P·V sum rounded to fp16 after each add
+};
+
+// Does key j take part in row (b, h, i), as the kernel decides it.
+bool kernel_takes_part(const TensorProblem& p, const Kernel& k, std::size_t b, std::size_t h, std::size_t i,
+                       std::size_t j) {
+  if (k.top_left_always && p.causal == Causal::bottom_right) {
+    if (j > i) return false;
+    TensorProblem without = p;  // the other rules unchanged
+    without.causal = Causal::none;
+    return takes_part(without, b, h, i, j);
+  }
+  return takes_part(p, b, h, i, j);
+}
+
+template <class T> std::vector<double> run_kernel(const TensorProblem& p, const Kernel& k) {
+  const T inf = std::numeric_limits<T>::infinity();
+  const T scale = p.scale ? static_cast<T>(*p.scale) : T(1) / std::sqrt(static_cast<T>(p.E));
+  const std::size_t group = p.q_heads / p.kv_heads;
+  const auto expo = [&](T x) -> T {
+    if (k.exp_in_fp16) return static_cast<T>(round_to(DType::fp16, std::exp(static_cast<T>(round_to(DType::fp16, x)))));
+    return std::exp(x);
+  };
+  const auto round_p = [&](T x) -> T { return k.p_in_bf16 ? static_cast<T>(round_to(DType::bf16, x)) : x; };
+  const auto round_acc = [&](T x) -> T { return k.accumulate_in_fp16 ? static_cast<T>(round_to(DType::fp16, x)) : x; };
+  std::vector<double> out(p.batch * p.q_heads * p.L * p.Ev, 0.0);
+  std::vector<T> score(p.S), weight(p.S), acc(p.Ev);
+  std::vector<bool> part(p.S);
+  for (std::size_t b = 0; b < p.batch; ++b) {
+    for (std::size_t h = 0; h < p.q_heads; ++h) {
+      const std::size_t kvh = k.gqa_interleaved ? h % p.kv_heads : h / group;
+      for (std::size_t i = 0; i < p.L; ++i) {
+        for (std::size_t j = 0; j < p.S; ++j) {
+          part[j] = kernel_takes_part(p, k, b, h, i, j);
+          if (!part[j]) {
+            score[j] = -inf;
+            continue;
+          }
+          T dot = 0;
+          for (std::size_t c = 0; c < p.E; ++c) {
+            dot += static_cast<T>(p.query[tensor_index(p, p.q_heads, p.L, p.E, b, h, i, c)]) *
+                   static_cast<T>(p.key[tensor_index(p, p.kv_heads, p.S, p.E, b, kvh, j, c)]);
+          }
+          const T scaled = k.scale_divides ? dot / scale : dot * scale;
+          score[j] = scaled + static_cast<T>(additive_bias(p, b, h, i, j));
+        }
+        const auto value = [&](std::size_t j, std::size_t c) {
+          return static_cast<T>(p.value[tensor_index(p, p.kv_heads, p.S, p.Ev, b, kvh, j, c)]);
+        };
+        std::fill(acc.begin(), acc.end(), T(0));
+        T sum = 0;
+        if (k.tile == 0) {
+          // Three steps: max, exp and sum, divide, then P·V.
+          T m = -inf;
+          for (std::size_t j = 0; j < p.S; ++j) m = std::max(m, score[j]);
+          if (m != -inf) {
+            for (std::size_t j = 0; j < p.S; ++j) {
+              weight[j] = part[j] ? expo(score[j] - m) : T(0);
+              sum += weight[j];
+            }
+            for (std::size_t j = 0; j < p.S; ++j) weight[j] = round_p(weight[j] / sum);
+            for (std::size_t c = 0; c < p.Ev; ++c) {
+              T a = 0;
+              for (std::size_t j = 0; j < p.S; ++j) {
+                if (part[j]) a = round_acc(a + weight[j] * value(j, c));
+              }
+              acc[c] = a;
+            }
+          }
+          for (std::size_t c = 0; c < p.Ev; ++c) {
+            out[tensor_index(p, p.q_heads, p.L, p.Ev, b, h, i, c)] = round_to(p.dtype, static_cast<double>(acc[c]));
+          }
+          continue;
+        }
+        // Online softmax over tiles of keys, rescaling when the running max grows.
+        T m = -inf;
+        for (std::size_t start = 0; start < p.S; start += k.tile) {
+          const std::size_t end = std::min(p.S, start + k.tile);
+          T m_new = m;
+          for (std::size_t j = start; j < end; ++j) m_new = std::max(m_new, score[j]);
+          if (m_new == -inf) continue;  // every key so far masked
+          const T alpha = m == -inf ? T(0) : expo(m - m_new);
+          T tile_sum = 0;
+          for (std::size_t j = start; j < end; ++j) {
+            weight[j] = part[j] ? expo(score[j] - m_new) : T(0);
+            tile_sum += weight[j];
+          }
+          sum = k.sum_not_rescaled ? sum + tile_sum : alpha * sum + tile_sum;
+          for (std::size_t c = 0; c < p.Ev; ++c) {
+            T a = alpha * acc[c];
+            for (std::size_t j = start; j < end; ++j) {
+              if (part[j]) a = round_acc(a + round_p(weight[j]) * value(j, c));
+            }
+            acc[c] = a;
+          }
+          m = m_new;
+        }
+        for (std::size_t c = 0; c < p.Ev; ++c) {
+          const T y = (m == -inf && !k.masked_row_nan) ? T(0) : acc[c] / sum;
+          out[tensor_index(p, p.q_heads, p.L, p.Ev, b, h, i, c)] = round_to(p.dtype, static_cast<double>(y));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Problems.
+
+struct Spec {
+  std::string name;
+  std::uint64_t seed = 0;
+  std::size_t batch = 1, q_heads = 1, kv_heads = 1, L = 1, S = 1, E = 1, Ev = 1;
+  AxisOrder layout = AxisOrder::batch_head_seq;
+  Causal causal = Causal::none;
+  TensorMask mask_kind = TensorMask::none;
+  bool mask_full = false;  ///< mask [B, Hq, L, S] instead of [L, S]
+  std::vector<std::size_t> key_lengths;
+  std::optional<double> scale;
+  bool increasing_scores = false;  ///< positive queries, keys growing with j: the max grows per tile
+};
+
+std::string describe(const Spec& s, DType dtype) {
+  return s.name + " (" + std::string(dtype_name(dtype)) + ", seed " + std::to_string(s.seed) + ")";
+}
+
+TensorProblem make_problem(const Spec& s, DType dtype) {
+  TensorProblem p;
+  p.batch = s.batch, p.q_heads = s.q_heads, p.kv_heads = s.kv_heads;
+  p.L = s.L, p.S = s.S, p.E = s.E, p.Ev = s.Ev, p.dtype = dtype, p.layout = s.layout;
+  p.causal = s.causal, p.key_lengths = s.key_lengths, p.scale = s.scale;
+  std::mt19937_64 random(s.seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  const auto draw = [&](double x) { return round_to(dtype, x); };
+  p.query.resize(s.batch * s.q_heads * s.L * s.E);
+  p.key.resize(s.batch * s.kv_heads * s.S * s.E);
+  p.value.resize(s.batch * s.kv_heads * s.S * s.Ev);
+  for (std::size_t b = 0; b < s.batch; ++b) {
+    for (std::size_t h = 0; h < s.q_heads; ++h) {
+      for (std::size_t i = 0; i < s.L; ++i) {
+        for (std::size_t c = 0; c < s.E; ++c) {
+          const double x = normal(random);
+          p.query[tensor_index(p, s.q_heads, s.L, s.E, b, h, i, c)] = draw(s.increasing_scores ? 1 + 0.1 * x : x);
+        }
+      }
+    }
+    for (std::size_t h = 0; h < s.kv_heads; ++h) {
+      for (std::size_t j = 0; j < s.S; ++j) {
+        for (std::size_t c = 0; c < s.E; ++c) {
+          const double x = normal(random);
+          p.key[tensor_index(p, s.kv_heads, s.S, s.E, b, h, j, c)] =
+              draw(s.increasing_scores ? 0.2 * static_cast<double>(j) + 0.1 * x : x);
+        }
+        for (std::size_t c = 0; c < s.Ev; ++c)
+          p.value[tensor_index(p, s.kv_heads, s.S, s.Ev, b, h, j, c)] = draw(normal(random));
+      }
+    }
+  }
+  p.mask_kind = s.mask_kind;
+  if (s.mask_kind != TensorMask::none) {
+    p.mask_shape =
+        s.mask_full ? std::vector<std::size_t>{s.batch, s.q_heads, s.L, s.S} : std::vector<std::size_t>{s.L, s.S};
+    const std::size_t rows = s.mask_full ? s.batch * s.q_heads * s.L : s.L;
+    p.mask.resize(rows * s.S);
+    std::uniform_int_distribution<int> die(0, 99);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const bool row_masked = r % 7 == 3;  // a few rows where no key takes part
+      for (std::size_t j = 0; j < s.S; ++j) {
+        const bool in = !row_masked && die(random) >= 30;
+        double& m = p.mask[r * s.S + j];
+        if (s.mask_kind == TensorMask::boolean)
+          m = in ? 1 : 0;
+        else
+          m = in ? draw(static_cast<double>(die(random) - 50) / 16) : -std::numeric_limits<double>::infinity();
+      }
+    }
+  }
+  return p;
+}
+
+// A spec with its name, seed and sizes; the rest is set by the caller.
+Spec sized(std::string name, std::uint64_t seed, std::size_t batch, std::size_t q_heads, std::size_t kv_heads,
+           std::size_t L, std::size_t S, std::size_t E, std::size_t Ev) {
+  Spec s;
+  s.name = std::move(name), s.seed = seed;
+  s.batch = batch, s.q_heads = q_heads, s.kv_heads = kv_heads, s.L = L, s.S = S, s.E = E, s.Ev = Ev;
+  return s;
+}
+
+std::vector<Spec> specs() {
+  std::vector<Spec> v;
+  v.push_back(sized("plain", 101, 2, 2, 2, 13, 29, 8, 5));
+  {
+    Spec s = sized("boolean [L,S], GQA, [B,L,H,E]", 202, 2, 4, 2, 20, 20, 16, 8);
+    s.layout = AxisOrder::batch_seq_head, s.mask_kind = TensorMask::boolean, s.scale = 0.375;
+    v.push_back(s);
+  }
+  {
+    Spec s = sized("additive [B,H,L,S], bottom-right L < S, key lengths, GQA", 303, 2, 4, 2, 24, 37, 16, 16);
+    s.mask_kind = TensorMask::additive, s.mask_full = true, s.causal = Causal::bottom_right;
+    s.key_lengths = {37, 30};
+    v.push_back(s);
+  }
+  {
+    Spec s = sized("top-left L > S, key lengths, [B,L,H,E]", 404, 2, 2, 1, 30, 18, 4, 6);
+    s.layout = AxisOrder::batch_seq_head, s.causal = Causal::top_left, s.key_lengths = {18, 5};
+    v.push_back(s);
+  }
+  {
+    Spec s = sized("bottom-right L > S, additive [L,S], GQA", 505, 1, 4, 2, 35, 12, 8, 8);
+    s.causal = Causal::bottom_right, s.mask_kind = TensorMask::additive;
+    v.push_back(s);
+  }
+  {
+    Spec s = sized("increasing scores, bottom-right L < S", 606, 1, 2, 1, 9, 40, 4, 4);
+    s.causal = Causal::bottom_right, s.scale = 0.5, s.increasing_scores = true;
+    v.push_back(s);
+  }
+  return v;
+}
+
+// A profile by name; "fp64 flash" is fp64 with exp within attn::kKernelExpUlps (2: the fast
+// kernel's documented exp accuracy, measured 1.16 ulps in fp64) instead of the profile's 1.
+CertifyOptions options_for(const std::string& profile) {
+  CertifyOptions options;
+  const bool flash = profile == "fp64 flash";
+  const auto arithmetic = arithmetic_profile(flash ? "fp64" : profile);
+  if (!arithmetic.ok()) throw std::runtime_error(profile);
+  options.arithmetic = *arithmetic;
+  if (flash) options.arithmetic.exp_ulps = std::max(options.arithmetic.exp_ulps, kKernelExpUlps);
+  return options;
+}
+
+// Rows of p in which no key takes part.
+std::size_t empty_rows(const TensorProblem& p) {
+  std::size_t count = 0;
+  for (std::size_t row = 0; row < p.batch * p.q_heads * p.L; ++row) {
+    const RowIndex r = row_index(p, row);
+    bool any = false;
+    for (std::size_t j = 0; j < p.S && !any; ++j) any = takes_part(p, r.b, r.h, r.i, j);
+    count += any ? 0 : 1;
+  }
+  return count;
+}
+
+TEST(TensorMutantZoo, CorrectKernelsPass) {
+  const auto started = std::chrono::steady_clock::now();
+  const Kernel three_step{.name = "fp32 three-step"};
+  const Kernel tiled{.name = "fp32 tiled (tile 16)", .tile = 16};
+  const Kernel fp64{.name = "fp64 three-step"};
+  std::size_t masked_rows = 0;
+  std::printf("%-20s | %-58s | %s\n", "kernel", "problem", "max |err|/δ, mean");
+  const auto check = [&](const Kernel& k, const Spec& s, const TensorProblem& p, const std::vector<double>& out,
+                         const char* profile) {
+    const TensorReport report = certify_tensor(p, out, options_for(profile));
+    EXPECT_TRUE(report.passed) << k.name << " on " << describe(s, p.dtype) << ": " << report.summary();
+    EXPECT_EQ(report.rows_checked, report.rows_total) << k.name << " on " << describe(s, p.dtype);
+    EXPECT_EQ(report.capped_rows, 0u) << k.name << " on " << describe(s, p.dtype);
+    std::printf("%-20s | %-58s | %.3g, %.3g\n", k.name.c_str(), describe(s, p.dtype).c_str(), report.max_band_usage,
+                report.mean_band_usage);
+  };
+  // The production kernel with small tiles, so every row crosses query and key tiles (key tiles
+  // are rounded up to the SIMD micro-tile: 8 to 32 keys).
+  const Kernel flash32{.name = "flash fp32"}, flash64{.name = "flash fp64"};
+  const testing_support::FlashRun flash_run{.query_tile = 5, .key_tile = 8, .threads = 2};
+  for (const Spec& s : specs()) {
+    const TensorProblem p32 = make_problem(s, DType::fp32);
+    ASSERT_TRUE(validate(p32).ok()) << describe(s, DType::fp32) << ": " << validate(p32).error().message;
+    masked_rows += empty_rows(p32);
+    for (const Kernel* k : {&three_step, &tiled}) check(*k, s, p32, run_kernel<float>(p32, *k), "fp32");
+    KernelStatus status = KernelStatus::ok;
+    check(flash32, s, p32, testing_support::run_flash<float>(p32, flash_run, &status), "fp32");
+    EXPECT_EQ(status, KernelStatus::ok) << describe(s, DType::fp32);
+    const TensorProblem p64 = make_problem(s, DType::fp64);
+    ASSERT_TRUE(validate(p64).ok()) << describe(s, DType::fp64) << ": " << validate(p64).error().message;
+    check(fp64, s, p64, run_kernel<double>(p64, fp64), "fp64");
+    check(flash64, s, p64, testing_support::run_flash<double>(p64, flash_run, &status), "fp64 flash");
+    EXPECT_EQ(status, KernelStatus::ok) << describe(s, DType::fp64);
+  }
+  EXPECT_GT(masked_rows, 0u) << "the problem set has no fully masked row";
+  std::printf("fully masked rows per dtype: %zu; correct kernels: %.2f s\n", masked_rows,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
+
+TEST(TensorMutantZoo, EveryMutantIsCaught) {
+  const std::vector<Kernel> mutants = {
+      {.name = "exp in fp16", .exp_in_fp16 = true},
+      {.name = "running sum not rescaled (tile 8)", .tile = 8, .sum_not_rescaled = true},
+      {.name = "top-left for bottom-right", .top_left_always = true},
+      {.name = "GQA heads interleaved", .gqa_interleaved = true},
+      {.name = "scale as divisor", .scale_divides = true},
+      {.name = "fully masked row 0/0", .tile = 16, .masked_row_nan = true},
+      {.name = "P in bf16", .p_in_bf16 = true},
+      {.name = "PV accumulated in fp16", .accumulate_in_fp16 = true},
+  };
+  const auto started = std::chrono::steady_clock::now();
+  const std::vector<Spec> all = specs();
+  std::vector<TensorProblem> problems;
+  for (const Spec& s : all) problems.push_back(make_problem(s, DType::fp32));
+  const CertifyOptions options = options_for("fp32");
+  std::printf("%-34s | %-58s | %-7s | %s\n", "mutant", "first problem that caught it", "caught", "worst failure there");
+  for (const Kernel& k : mutants) {
+    std::size_t caught = 0;
+    std::string first = "NOT CAUGHT", worst_text;
+    double best_usage = 0;
+    for (std::size_t n = 0; n < problems.size(); ++n) {
+      const TensorReport report = certify_tensor(problems[n], run_kernel<float>(problems[n], k), options);
+      best_usage = std::max(best_usage, report.max_band_usage);
+      if (report.passed) continue;
+      if (caught++ > 0) continue;
+      const TensorFailure& worst = report.failures.front();
+      char text[200];
+      std::snprintf(text, sizeof text, "%s at (%zu, %zu, %zu, %zu), |err|/δ = %.3g (%zu failures)",
+                    worst.reason.c_str(), worst.index[0], worst.index[1], worst.index[2], worst.index[3], worst.usage,
+                    report.failure_count);
+      first = describe(all[n], DType::fp32);
+      worst_text = text;
+    }
+    if (caught == 0) {
+      char text[80];
+      std::snprintf(text, sizeof text, "max |err|/δ = %.3g", best_usage);
+      worst_text = text;
+    }
+    const std::string count = std::to_string(caught) + "/" + std::to_string(problems.size());
+    std::printf("%-34s | %-58s | %-7s | %s\n", k.name.c_str(), first.c_str(), count.c_str(), worst_text.c_str());
+    EXPECT_GT(caught, 0u) << k.name << " passed every problem; max |err|/δ = " << best_usage;
+  }
+  std::printf("mutants: %.2f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
+
+}  // namespace
+}  // namespace attn::verify

@@ -1,0 +1,91 @@
+// Interval arithmetic on doubles, rounded outwards, and a rigorous enclosure of e^x: the
+// vocabulary of the tensor oracle's fast first pass (tensor_oracle_fast.cpp). Each operation is
+// evaluated in round-to-nearest (the default mode, never changed) and its result moved one double
+// outwards: the rounding error is at most half the spacing of doubles next to the result (one
+// subnormal step at most below 2^-1022, so an underflow to 0 is covered by ±2^-1074), hence the
+// widened result contains the exact one. No libm function is trusted for accuracy: e^x is
+// enclosed by an argument reduction and a Taylor polynomial with a proven remainder (the
+// derivation is in double_interval.cpp), its constants derived with MPFR at first use.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "numeric/interval.hpp"
+#include "result.hpp"
+
+namespace attn::verify {
+
+/// A factor covering fewer than 2^16 roundings to nearest, (1 + 2^-53)^(2^16) < 1 + 2^-20: bounds
+/// evaluated in round-to-nearest from non-negative terms are multiplied by it, then stepped up.
+inline constexpr double kRoundingSafety = 1 + 0x1p-20;
+
+/// The largest double below x (+inf gives the largest finite double; -inf and NaN stay).
+[[nodiscard]] inline double next_down(double x) {
+  if (x == 0) return -std::numeric_limits<double>::denorm_min();
+  if (!(std::fabs(x) <= std::numeric_limits<double>::max())) {
+    return x > 0 ? std::numeric_limits<double>::max() : x;
+  }
+  const auto bits = std::bit_cast<std::uint64_t>(x);
+  return std::bit_cast<double>(x > 0 ? bits - 1 : bits + 1);
+}
+
+/// The smallest double above x.
+[[nodiscard]] inline double next_up(double x) { return -next_down(-x); }
+
+/// A double >= next_up(x) for finite x >= 0, without branches (so loops over it vectorize):
+/// x·(1 + 2^-51) rounds to at least x + ulp(x) for a normal x, and to x or above for a subnormal
+/// one, where adding 2^-1074 is exact.
+[[nodiscard]] inline double up_bound(double x) { return x * (1 + 0x1p-51) + std::numeric_limits<double>::denorm_min(); }
+
+/// [a.lo + b.lo, a.hi + b.hi], outwards.
+[[nodiscard]] inline Interval add(Interval a, Interval b) { return {next_down(a.lo + b.lo), next_up(a.hi + b.hi)}; }
+
+/// a·b, outwards.
+[[nodiscard]] Interval multiply(Interval a, Interval b);
+
+/// a·b for a.lo, b.lo >= 0 (products of exponentials), outwards: two products instead of four.
+[[nodiscard]] inline Interval multiply_nonnegative(Interval a, Interval b) {
+  return {next_down(a.lo * b.lo), next_up(a.hi * b.hi)};
+}
+
+/// a / b for b.lo > 0, outwards.
+[[nodiscard]] inline Interval divide_by_positive(Interval a, Interval b) {
+  return {next_down(a.lo / (a.lo >= 0 ? b.hi : b.lo)), next_up(a.hi / (a.hi >= 0 ? b.lo : b.hi))};
+}
+
+/// γ_n = n·u / (1 - n·u) for u = 2^-53 (Higham, Accuracy and Stability of Numerical Algorithms,
+/// 2nd ed., Lemma 3.1), rounded upwards; +inf when n·u >= 1/2.
+[[nodiscard]] double gamma_of(double n);
+
+/// Bounds for a sum of n products x_i·y_i of doubles evaluated in round-to-nearest double, in any
+/// order, FMA or not, from the computed Σ |fl(x_i·y_i)| (any order): the exact A = Σ |x_i y_i| and
+/// |computed - exact| <= γ_n·A + n·2^-1075 (derivation in double_interval.cpp).
+class ProductSumBound {
+ public:
+  /// For sums of n terms.
+  explicit ProductSumBound(std::size_t n);
+  /// An upper bound of the exact Σ |x_i y_i|.
+  [[nodiscard]] double abs_upper(double computed_abs_sum) const {
+    return next_up((computed_abs_sum + underflow_) * abs_factor_);
+  }
+  /// An upper bound of |computed Σ x_i y_i - exact Σ x_i y_i|.
+  [[nodiscard]] double error(double computed_abs_sum) const {
+    return next_up((gamma_ * abs_upper(computed_abs_sum) + underflow_) * kRoundingSafety);
+  }
+
+ private:
+  double underflow_ = 0;   // n·2^-1074, exact
+  double abs_factor_ = 0;  // (1 + γ_2n)·kRoundingSafety, rounded up
+  double gamma_ = 0;       // γ_n, rounded up
+};
+
+/// An enclosure of e^x for any double x: lo <= e^x <= hi. For x in [-708, 709] (a normal result)
+/// hi / lo - 1 < 2^-44. -inf gives [0, 0], x < -746 gives [0, 2^-1074], x > 709 gives [lo, +inf],
+/// 0 gives [1, 1]. Throws ContractError for NaN.
+[[nodiscard]] Interval exp_enclosure(double x);
+
+}  // namespace attn::verify

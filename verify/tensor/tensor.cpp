@@ -1,0 +1,165 @@
+#include "tensor/tensor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <span>
+
+// The rules below are written from PyTorch's documentation of scaled_dot_product_attention:
+// attn_mask is "a boolean mask where a value of True indicates that the element should take part
+// in attention" or "a float mask of the same type as query, key, value that is added to the
+// attention score" (after the scale: `attn_weight = q @ k.T * scale_factor; attn_weight +=
+// attn_bias`); it "must be broadcastable to the shape of attention weights" [B, Hq, L, S], with
+// NumPy's right-aligned broadcasting. is_causal is the top-left lower triangle
+// (torch.ones(L, S).tril(diagonal=0)); bottom-right is FlashAttention 2.1's alignment
+// (`torch.nn.attention.bias.causal_lower_right`: key j is kept iff j <= i + S - L).
+
+namespace attn::verify {
+namespace {
+
+std::size_t product(std::span<const std::size_t> dims) {
+  std::size_t out = 1;
+  for (std::size_t d : dims) out *= d;
+  return out;
+}
+
+std::string shape_text(std::span<const std::size_t> dims) {
+  std::string out = "[";
+  for (std::size_t k = 0; k < dims.size(); ++k) out += (k ? ", " : "") + std::to_string(dims[k]);
+  return out + "]";
+}
+
+Result<Ok, Error> check_values(std::string_view name, const std::vector<double>& values,
+                               std::span<const std::size_t> dims, DType dtype, bool allow_minus_inf) {
+  const std::size_t expected = product(dims);
+  if (values.size() != expected) {
+    return Error{std::string(name) + ": shape " + shape_text(dims) + " needs " + std::to_string(expected) +
+                 " values, got " + std::to_string(values.size())};
+  }
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    const double x = values[k];
+    const bool minus_inf = allow_minus_inf && x == -std::numeric_limits<double>::infinity();
+    if (!minus_inf && !std::isfinite(x)) {
+      return Error{std::string(name) + ": element " + std::to_string(k) + " is not finite"};
+    }
+    if (!minus_inf && round_to(dtype, x) != x) {
+      return Error{std::string(name) + ": element " + std::to_string(k) + " is not representable in " +
+                   std::string(dtype_name(dtype))};
+    }
+  }
+  return Ok{};
+}
+
+Result<Ok, Error> check_mask(const TensorProblem& p) {
+  if (p.mask_kind == TensorMask::none) {
+    if (!p.mask.empty() || !p.mask_shape.empty()) return Error{"attn_mask: values given but the mask kind is none"};
+    return Ok{};
+  }
+  const std::size_t rank = p.mask_shape.size();
+  if (rank < 2 || rank > 4) return Error{"attn_mask: rank must be 2, 3 or 4, got " + std::to_string(rank)};
+  const std::size_t full[4] = {p.batch, p.q_heads, p.L, p.S};
+  for (std::size_t k = 0; k < rank; ++k) {
+    const std::size_t target = full[4 - rank + k];
+    if (p.mask_shape[k] != 1 && p.mask_shape[k] != target) {
+      return Error{"attn_mask: shape " + shape_text(p.mask_shape) + " does not broadcast to " + shape_text(full) +
+                   " (dimension " + std::to_string(k) + ")"};
+    }
+  }
+  // A boolean mask holds 0/1 (checked below); an additive one is in the tensors' dtype, -inf allowed.
+  const DType dtype = p.mask_kind == TensorMask::boolean ? DType::fp64 : p.dtype;
+  if (auto ok = check_values("attn_mask", p.mask, p.mask_shape, dtype, p.mask_kind == TensorMask::additive); !ok) {
+    return ok;
+  }
+  if (p.mask_kind == TensorMask::boolean) {
+    for (std::size_t k = 0; k < p.mask.size(); ++k) {
+      if (p.mask[k] != 0 && p.mask[k] != 1) {
+        return Error{"attn_mask: boolean element " + std::to_string(k) + " is neither 0 nor 1"};
+      }
+    }
+  }
+  return Ok{};
+}
+
+// Position of (b, h, i, j) in the mask, broadcasting dimensions of size 1.
+std::size_t mask_offset(const TensorProblem& p, std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
+  const std::size_t index[4] = {b, h, i, j};
+  const std::size_t rank = p.mask_shape.size();
+  std::size_t offset = 0;
+  for (std::size_t k = 0; k < rank; ++k) {
+    const std::size_t dim = p.mask_shape[k];
+    offset = offset * dim + (dim == 1 ? 0 : index[4 - rank + k]);
+  }
+  return offset;
+}
+
+}  // namespace
+
+Result<Ok, Error> validate(const TensorProblem& p) {
+  if (p.batch == 0 || p.q_heads == 0 || p.L == 0 || p.E == 0) {
+    return Error{"query: every dimension of [B, Hq, L, E] must be positive, got " +
+                 shape_text(std::vector<std::size_t>{p.batch, p.q_heads, p.L, p.E})};
+  }
+  if (p.kv_heads == 0 || p.S == 0) return Error{"key: Hkv and S must be positive"};
+  if (p.Ev == 0) return Error{"value: Ev must be positive"};
+  if (p.q_heads % p.kv_heads != 0) {
+    return Error{"key: its " + std::to_string(p.kv_heads) + " heads do not divide the query's " +
+                 std::to_string(p.q_heads) + " heads"};
+  }
+  if (auto ok = check_values("query", p.query, std::vector<std::size_t>{p.batch, p.q_heads, p.L, p.E}, p.dtype, false);
+      !ok) {
+    return ok;
+  }
+  if (auto ok = check_values("key", p.key, std::vector<std::size_t>{p.batch, p.kv_heads, p.S, p.E}, p.dtype, false);
+      !ok) {
+    return ok;
+  }
+  if (auto ok =
+          check_values("value", p.value, std::vector<std::size_t>{p.batch, p.kv_heads, p.S, p.Ev}, p.dtype, false);
+      !ok) {
+    return ok;
+  }
+  if (p.scale && !std::isfinite(*p.scale)) return Error{"scale: must be finite"};
+  if (auto ok = check_mask(p); !ok) return ok;
+  if (!p.key_lengths.empty()) {
+    if (p.key_lengths.size() != p.batch) {
+      return Error{"key_lengths: needs one entry per batch item (" + std::to_string(p.batch) + "), got " +
+                   std::to_string(p.key_lengths.size())};
+    }
+    for (std::size_t b = 0; b < p.batch; ++b) {
+      if (p.key_lengths[b] > p.S) {
+        return Error{"key_lengths: entry " + std::to_string(b) + " is " + std::to_string(p.key_lengths[b]) +
+                     ", more than S = " + std::to_string(p.S)};
+      }
+    }
+  }
+  return Ok{};
+}
+
+std::size_t tensor_index(const TensorProblem& p, std::size_t heads, std::size_t rows, std::size_t width, std::size_t b,
+                         std::size_t h, std::size_t row, std::size_t c) {
+  if (p.layout == AxisOrder::batch_head_seq) return ((b * heads + h) * rows + row) * width + c;
+  return ((b * rows + row) * heads + h) * width + c;
+}
+
+std::size_t kv_head_of(const TensorProblem& p, std::size_t h) { return h / (p.q_heads / p.kv_heads); }
+
+bool takes_part(const TensorProblem& p, std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
+  if (!p.key_lengths.empty() && j >= p.key_lengths[b]) return false;
+  if (p.causal == Causal::top_left && j > i) return false;
+  if (p.causal == Causal::bottom_right && j + p.L > i + p.S) return false;  // j <= i + S - L, unsigned-safe
+  if (p.mask_kind == TensorMask::boolean) return p.mask[mask_offset(p, b, h, i, j)] != 0;
+  if (p.mask_kind == TensorMask::additive) {
+    return p.mask[mask_offset(p, b, h, i, j)] != -std::numeric_limits<double>::infinity();
+  }
+  return true;
+}
+
+double additive_bias(const TensorProblem& p, std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
+  return p.mask_kind == TensorMask::additive ? p.mask[mask_offset(p, b, h, i, j)] : 0.0;
+}
+
+RowIndex row_index(const TensorProblem& p, std::size_t row) {
+  return {row / (p.L * p.q_heads), (row / p.L) % p.q_heads, row % p.L};
+}
+
+}  // namespace attn::verify

@@ -1,0 +1,77 @@
+// Binary tensors with PyTorch's scaled_dot_product_attention semantics: the problem a kernel
+// engineer's attention call solves, held exactly (every fp64/fp32/fp16/bf16 value is a dyadic
+// rational, stored here as the double it equals). The rules (which keys take part, GQA head
+// mapping, causal alignment, the mask's broadcast) are written from PyTorch's documentation, not
+// from src/ (README, "What verify/ may import from src/").
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "numeric/formats.hpp"
+#include "result.hpp"
+
+namespace attn::verify {
+
+/// Memory order of query, key, value and output: [B, H, L, E] (PyTorch's SDPA) or [B, L, H, E].
+enum class AxisOrder { batch_head_seq, batch_seq_head };
+
+/// Causal masking: none; top-left (key j takes part in query i iff j <= i, PyTorch's is_causal);
+/// bottom-right (j <= i + S - L, FlashAttention >= 2.1).
+enum class Causal { none, top_left, bottom_right };
+
+/// The mask argument: none, boolean (true = takes part, PyTorch's convention) or additive (added
+/// to the scaled scores; -inf allowed).
+enum class TensorMask { none, boolean, additive };
+
+/// One SDPA call. query [B, Hq, L, E], key [B, Hkv, S, E], value [B, Hkv, S, Ev] (in `layout`),
+/// Hq = G·Hkv and query head h uses key/value head h / G (GQA; G = 1 without it).
+struct TensorProblem {
+  std::size_t batch = 1, q_heads = 1, kv_heads = 1;
+  std::size_t L = 0, S = 0, E = 0, Ev = 0;
+  DType dtype = DType::fp32;                          ///< storage format of query, key, value, output
+  AxisOrder layout = AxisOrder::batch_head_seq;
+  std::vector<double> query, key, value;              ///< each value exactly representable in dtype
+  std::optional<double> scale;                        ///< multiplier of Q·Kᵀ; nullopt: the exact 1/√E
+  TensorMask mask_kind = TensorMask::none;
+  std::vector<std::size_t> mask_shape;                ///< rank 2..4, broadcastable to [B, Hq, L, S]
+  std::vector<double> mask;                           ///< boolean: 0/1; additive: values (-inf allowed)
+  std::vector<std::size_t> key_lengths;               ///< empty, or B entries <= S: keys j >= length masked
+  Causal causal = Causal::none;
+};
+
+/// A problem that is well-formed: sizes agree with the data, Hkv divides Hq, the mask broadcasts,
+/// key lengths fit, the scale is finite, values are representable in dtype and finite. The error
+/// names the argument (as PyTorch calls it: query, key, value, attn_mask, scale, key_lengths).
+[[nodiscard]] Result<Ok, Error> validate(const TensorProblem& problem);
+
+/// Index of element (b, h, row, c) of a tensor with `heads` heads, `rows` rows and `width` columns.
+[[nodiscard]] std::size_t tensor_index(const TensorProblem& problem, std::size_t heads, std::size_t rows,
+                                       std::size_t width, std::size_t b, std::size_t h, std::size_t row,
+                                       std::size_t c);
+
+/// The key/value head query head h reads: h / (Hq / Hkv).
+[[nodiscard]] std::size_t kv_head_of(const TensorProblem& problem, std::size_t h);
+
+/// Does key j take part in row (b, h, i)? False when a boolean mask says false, an additive mask
+/// is -inf, j >= key_lengths[b], or the causal rule excludes it.
+[[nodiscard]] bool takes_part(const TensorProblem& problem, std::size_t b, std::size_t h, std::size_t i,
+                              std::size_t j);
+
+/// The additive mask's value for (b, h, i, j) (0 without an additive mask).
+[[nodiscard]] double additive_bias(const TensorProblem& problem, std::size_t b, std::size_t h, std::size_t i,
+                                   std::size_t j);
+
+/// Rows: one per (batch item, query head, query), B·Hq·L in all. Row r is (b, h, i) with
+/// r = (b·Hq + h)·L + i.
+struct RowIndex {
+  std::size_t b = 0, h = 0, i = 0;
+};
+[[nodiscard]] RowIndex row_index(const TensorProblem& problem, std::size_t row);
+
+}  // namespace attn::verify

@@ -1,0 +1,197 @@
+#include "tensor/tensor_band.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+// Derivation of the tensor band δ (band.cpp's derivation, generalized to an arithmetic profile).
+//
+// Model. One row: k keys taking part, dot length E, multiplier σ > 0, additive bias b_j (0
+// without a mask). Exact: D_j = q·k_j, A_j = Σ_c |q_c k_jc|, scores s_j = σ D_j + b_j,
+// R_j := σ A_j + |b_j| >= |s_j|, gaps g_j = max_i s_i - s_j, weights w_j = e^{-g_j} / Σ_i e^{-g_i},
+// y = Σ_j w_j v_j. Inputs are exact in storage. u = unit roundoff of compute, u_s of storage,
+// λ = smallest normal of compute, h = half the smallest subnormal of storage. θ_n is any product
+// of at most n factors (1+ε_i)^±1, |ε_i| <= u, and |θ_n| <= γ_n = nu/(1-nu) (Higham, Accuracy
+// and Stability of Numerical Algorithms, 2nd ed., Lemmas 3.1 and 3.3). exp (or exp2) is accurate
+// to exp_ulps ulps: relative error <= η := 2·exp_ulps·u for a normal result (1 ulp <= 2u|x|).
+// A correct implementation may: apply the computed scale to Q, to K, to both (as √σ each), or to
+// the scores, or fold it with log2(e) into an exp2; add the bias in compute; take the max over a
+// tile or the row; run an online softmax over T tiles (running max m_t, rescale factor
+// α_t = exp(m_{t-1} - m_t), rescaled sum and accumulator), T <= k, so we take T = k; sum and
+// accumulate in any order, FMA or not; normalize before or after P·V; round P to storage before
+// P·V (weights_in_storage); round the output to storage. Underflow may flush to zero (GPUs do).
+//
+// Step 1 (the scale). σ̂ = σ θ_{c_σ}: c_σ = 2 when defaulted (sqrt then divide, both correctly
+// rounded; an rsqrt within 1 ulp is θ_2 too: a judgement that it is that accurate), else 1 (the
+// caller's double converted to compute). Folded: F̂ = σ̂·fl(log2 e) rounded, θ_{c_σ+2}.
+// Step 2 (scores, in natural units: exp2's argument divided by the exact log2 e). Scores scaled:
+// D̂ θ_E · σ̂ · θ_1; Q (or K) scaled first: each q_c σ̂ is rounded (θ_{c_σ+1}) and the dot product
+// of the rounded values adds θ_E; both scaled by f = fl(√σ̂) converted: f² = σ θ_{c_σ+4} and two
+// element roundings; the bias add is one more. Every route (Higham eq. (3.5)) gives
+// |ŝ_j - s_j| <= e_j := γ_{E+c_σ+7} R_j + (2E+4) λ (1+2σ)   (flushed products and sums).
+// With storage finer than compute, q and k convert first: E+c_σ+9. E := max e_j, P := max(R_j+e_j).
+// Step 3 (arguments, any tiling). Key j in tile t gets its own exponential at argument ŝ_j - m_t
+// and then the rescales of tiles t+1..T at m_{i-1} - m_i: the natural arguments sum to
+// ŝ_j - m_T, m_T = max_i ŝ_i the same for every key, so by shift invariance only the deviation
+// from s_j - m_T matters. Each piece is formed either as a difference rounded once and multiplied
+// by the factor F̂ (relative θ_{c_σ+4} on |piece|), or FlashAttention-style fl(ŝ F̂ - μ) with
+// μ = fl(m F̂) (FMA or not): that deviates by at most u|ŝ_j F̂| + u|μ| once per key; when the
+// rescales use the same μ the μ's telescope (fl is deterministic), else the rescales are the
+// difference form. Judgement: a kernel that recomputes the converted maximum differently at each
+// rescale (error u|m| per tile, T of them) is outside the model. The pieces are all <= 0 and sum
+// to Ĝ_j = m_T - ŝ_j <= |m_T| + |ŝ_j| <= P + R_j + e_j (we are given only lower bounds of g_j).
+// So the argument is s_j - m_T + τ_j with
+//   |τ_j| <= T_j := e_j + (γ_{c_σ+4} + γ_2)(R_j + e_j + P)     (u(1+γ_4) <= γ_2).
+// This is the per-key "range" term of Blanchard, Higham and Higham, "Accurately computing the
+// log-sum-exp and softmax functions", IMA J. Numer. Anal. 41 (2021): far keys get large T_j but
+// carry weight <= e^{-g_j}.
+// Step 4 (exponentials). Key j's effective numerator ê_j is the product of at most T exps (its own
+// and the rescales after its tile), each within η: ê_j = e^{s_j - m_T} λ_j, |λ_j - 1| <= m_j :=
+// expm1(T_j + T η'), η' = -log1p(-η) (since (1+η)^T and (1-η)^-T are both <= e^{Tη'}, and
+// e^{-x} >= 2 - e^x covers the lower side). The roundings of the products α·ℓ and α·acc are
+// summation roundings (Step 6). The key with ŝ = m_T has own argument 0 (difference form) or
+// within γ_2 P (FMA residual of μ) and rescales of argument exactly 0, so Σ ê >= low :=
+// e^{-γ_2 P - Tη'}. Flushed exps, products and sums are absolute errors: see U.
+// Step 5 (softmax of the computed exponentials). ω_j = ê_j / Σ ê = w_j λ_j / Λ, Λ = Σ w_i λ_i >=
+// 1 - M̄, M̄ := Σ w_j m_j. Since Σ_j w_j (v_j - y) = 0,
+//   |Σ_j ω_j v_j - y| = |Σ_j w_j (λ_j - 1)(v_j - y)| / Λ <= Σ_j w_j m_j |v_j - y| / (1 - M̄).
+// w_j m_j is bounded both by w_j^hi m_j and by e^{T_j + Tη' - g_j} (w_j <= e^{-g_j}).
+// Step 6 (sum, accumulator, division). Each term of the sum ℓ goes through at most k - 1 additions
+// and T - 1 rescale products: Σ̂ = Σ ê θ_{k+T} (the θ's of positive terms average into one).
+// Each term of the accumulator adds the product p·v: θ_{k+T}. One division (or, normalizing
+// before, one division per weight and the same additions): ŷ = Σ_j ω_j v_j θ_{2(k+T)+1}, so
+// |ŷ - Σ ω_j v_j| <= ρ Σ_j ω_j |v_j|, ρ := (1 + γ_{2(k+T)+1+c_v})(1 + u_P) - 1, where c_v = 1 when
+// v converts to compute and u_P = u_s when P is rounded to storage (relative u_s per weight).
+// Σ ω_j |v_j| <= Σ_j (w_j^hi + w_j m_j) |v_j| / (1 - M̄).
+// Rounding P to storage errs by <= u_s p + min(h, p) (0 is representable): the absolute part,
+// carried through the rescales (α <= 1 + η) and divided by Σ ê, is per key
+// <= min(h e^{Tη'} (1+ρ) / low, ω_j (1+ρ)) |v_j|: term S_sub. For fp16 this is 2^-25 per weight
+// (subnormal P), far from negligible for long rows of small weights.
+// Result. δ_pre = [Σ_j wm_j |v_j - y| + ρ Σ_j (w_j^hi + wm_j)|v_j|] / (1 - M̄) + S_sub + U,
+//   U = 2 N λ (1 + max|v|) / low, N = k(2T + 4) + 2T flushes at most (exps, rescale products,
+//   p·v products, divisions, additions), each <= λ absolute against a sum >= low.
+// Capped by |ŷ| + |y| <= (1 + ρ) max|v| + k·h e^{Tη'}(1+ρ) max|v|/low + U + |y|, which also serves
+// when M̄ >= 1/2. Output rounded to a coarser storage: δ = δ_pre + u_s (|y| + δ_pre) + h.
+//
+// Size. T = k doubles the summation count of band.cpp (γ_{4k+1} against γ_{2k+2}) and adds Tη to
+// every m_j: for fp64 with exp <= 1 ulp δ is a few times band.cpp's (tests compare them). δ grows
+// like k·u while observed errors grow like √k·u (Higham and Mary, "A new approach to probabilistic
+// rounding error analysis", SIAM J. Sci. Comput. 41 (2019)): a worst-case bound is looser on long
+// rows by about √k, and by the constant factors of the worst-case count.
+//
+// Evaluating the bound. Inputs arrive rounded in the safe direction; the rest is computed in
+// round-to-nearest double on non-negative quantities (the subtraction 1 - M̄ is far from
+// cancelling since M̄ < 1/2), fewer than 8k + 64 roundings in any chain plus libm's exp, expm1 and
+// log1p (< 1 ulp each), so multiplying by 1 + 2^-20 > (1 + 2^-53)^(8k+64) (k < 2^24) is safe.
+
+namespace attn::verify {
+namespace {
+
+constexpr double kSafety = 1 + 0x1p-20;  // see "Evaluating the bound"
+
+struct Format {
+  double unit;         ///< unit roundoff
+  double normal;       ///< smallest normal: the absolute error of a flush to zero
+  double half_spacing;  ///< >= half the smallest subnormal: the error of rounding to nearest there
+};
+
+Format format_of(DType dtype) {
+  return {unit_roundoff(dtype), smallest_normal(dtype), half_smallest_subnormal(dtype)};
+}
+
+// γ_n for unit roundoff u, rounded upwards; +infinity when nu >= 1/2.
+double gamma_of(double n, double u) {
+  const double nu = n * u;
+  if (!(nu < 0.5)) return std::numeric_limits<double>::infinity();
+  return nu / (1 - nu) * kSafety;
+}
+
+void check_sizes(const RowTerms& t) {
+  const std::size_t k = t.keys, columns = t.abs_v_max.size();
+  const bool per_key = t.abs_dot.size() == k && t.gap.size() == k && t.abs_bias.size() == k && t.weight.size() == k;
+  const bool per_column = t.abs_y.size() == columns && t.abs_v_minus_y.size() == columns &&
+                          std::all_of(t.abs_v_minus_y.begin(), t.abs_v_minus_y.end(),
+                                      [k](const std::vector<double>& c) { return c.size() == k; });
+  if (!per_key || !per_column) throw ContractError("tensor_row_bands: RowTerms vectors do not match keys and columns");
+}
+
+}  // namespace
+
+Result<Arithmetic, Error> arithmetic_profile(std::string_view name) {
+  if (name == "fp64") return Arithmetic{DType::fp64, DType::fp64, 1, false};
+  if (name == "fp32") return Arithmetic{DType::fp32, DType::fp32, 2, false};
+  if (name == "fp16") return Arithmetic{DType::fp16, DType::fp32, 2, true};
+  if (name == "bf16") return Arithmetic{DType::bf16, DType::fp32, 2, true};
+  return Error{"unknown arithmetic profile '" + std::string(name) + "' (expected fp64, fp32, fp16 or bf16)"};
+}
+
+std::vector<double> tensor_row_bands(const RowTerms& t, const Arithmetic& arithmetic) {
+  check_sizes(t);
+  const std::size_t columns = t.abs_v_max.size();
+  std::vector<double> bands(columns, 0.0);
+  if (t.keys == 0) return bands;
+  const Format compute = format_of(arithmetic.compute), storage = format_of(arithmetic.storage);
+  const double u = compute.unit, lambda = compute.normal;
+  const double k = static_cast<double>(t.keys), tiles = k;  // the worst tiling: one key per tile
+  const double sigma = t.scale;
+  const bool converts = storage.unit < u;  // inputs finer than compute: one conversion each
+  const bool output_rounds = storage.unit > u;
+  const double c_sigma = t.scale_defaulted ? 2 : 1;
+  const double g2 = gamma_of(2, u);
+
+  // Steps 1-2: score errors e_j; E and P.
+  std::vector<double> R(t.keys), e(t.keys);
+  const double g_dot = gamma_of(static_cast<double>(t.E) + c_sigma + 7 + (converts ? 2 : 0), u);
+  const double flushed = (2 * static_cast<double>(t.E) + 4) * lambda * (1 + 2 * sigma);
+  double P = 0;
+  for (std::size_t j = 0; j < t.keys; ++j) {
+    R[j] = sigma * t.abs_dot[j] + t.abs_bias[j];
+    e[j] = g_dot * R[j] + flushed;
+    P = std::max(P, R[j] + e[j]);
+  }
+
+  // Steps 3-5: argument bounds T_j, relative weight errors m_j, wm_j >= w_j m_j, M̄.
+  const double eta = 2 * arithmetic.exp_ulps * u;
+  const double chain = tiles * -std::log1p(-eta);  // T η'
+  const double g_piece = gamma_of(c_sigma + 4, u) + g2;
+  std::vector<double> w_hi(t.keys), wm(t.keys);
+  double M_bar = 0;
+  for (std::size_t j = 0; j < t.keys; ++j) {
+    const double T = e[j] + g_piece * (R[j] + e[j] + P);
+    const double m = std::expm1(T + chain);
+    w_hi[j] = std::fmin(t.weight[j], std::exp(-t.gap[j]));
+    wm[j] = std::fmin(w_hi[j] * m, std::exp(T + chain - t.gap[j]));  // fmin drops the NaN of 0·inf
+    M_bar += wm[j];
+  }
+  const bool usable = M_bar < 0.5;  // NaN-safe: an infinite or NaN M̄ falls back to the caps
+  const double low = std::exp(-g2 * P - chain);
+
+  // Step 6 and the result, per output column.
+  const double rho = (1 + gamma_of(2 * (k + tiles) + 1 + (converts ? 1 : 0), u)) *
+                         (1 + (arithmetic.weights_in_storage ? storage.unit : 0)) - 1;
+  const double flushes = k * (2 * tiles + 4) + 2 * tiles;
+  const double sub_each =
+      arithmetic.weights_in_storage ? storage.half_spacing * std::exp(chain) * (1 + rho) / low : 0.0;
+  for (std::size_t c = 0; c < columns; ++c) {
+    const double v_max = t.abs_v_max[c], y = t.abs_y[c];
+    const double U = 2 * flushes * lambda * (1 + v_max) / low;
+    double delta = (1 + rho) * v_max + k * sub_each * v_max + U + y;  // the cap |ŷ| + |y|
+    if (usable) {
+      double spread = 0, magnitude = 0, subnormal = 0;
+      for (std::size_t j = 0; j < t.keys; ++j) {
+        const double distance = t.abs_v_minus_y[c][j];
+        const double v = std::min(v_max, distance + y);  // |v_j| <= |v_j - y| + |y|
+        spread += wm[j] * distance;
+        magnitude += (w_hi[j] + wm[j]) * v;
+        if (sub_each > 0) subnormal += std::min(sub_each, (w_hi[j] + wm[j]) * (1 + rho) / (1 - M_bar)) * v;
+      }
+      delta = std::min(delta, (spread + rho * magnitude) / (1 - M_bar) + subnormal + U);
+    }
+    if (output_rounds) delta += storage.unit * (y + delta) + storage.half_spacing;
+    bands[c] = std::isnan(delta) ? std::numeric_limits<double>::infinity() : delta * kSafety;
+  }
+  return bands;
+}
+
+}  // namespace attn::verify

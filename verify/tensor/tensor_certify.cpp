@@ -1,0 +1,289 @@
+#include "tensor/tensor_certify.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "numeric/double_interval.hpp"
+#include "numeric/mpfr.hpp"
+
+// Verdict. The oracle encloses each exact value y in [m - r, m + r]; the kernel's value x fails
+// when its distance to that enclosure exceeds δ. The enclosure is refined until 2r <= δ/1000, so
+// the verdict |x - y| <= δ is decided up to 0.1% of δ: a value judged inside lies within 1.001·δ
+// of y, one judged outside at least δ away. A row still wider at the precision cap is counted in
+// `capped_rows` and judged the same way on its last enclosure.
+// Refinement. First the oracle's fast double pass (enclose_row_fast, O(S·(E + Ev)) double work);
+// MPFI from 64 bits, doubling, only when that pass gives up or is wider than δ/1000. The fraction
+// is kept at 1/1000: on fp32 rows the fast pass is ~1e-13 wide relative to Σ w|v| against a δ/1000
+// near 1e-6 of it, so a coarser fraction would save nothing there, while fp64 rows (δ a few ulps
+// per key) need MPFI at any fraction below ~1/10, and 0.1% keeps "inside" within 1.001·δ.
+
+namespace attn::verify {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kDecades = 12;  // histogram bins as in report_svg.cpp: 0, 1e-12 .. 1, > 1
+
+// What one row contributes to the report; merged in row order so threads do not change the result.
+struct RowOutcome {
+  std::vector<TensorFailure> failures;
+  std::vector<double> usages, plain_ratios;
+  bool capped = false;
+  bool fast = false;
+  bool certified = false;
+};
+
+// Runs work(k) for k < count on `threads` workers; the first exception is rethrown here.
+template <typename Work> void parallel_for(std::size_t count, unsigned threads, const Work& work) {
+  unsigned workers = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
+  workers = static_cast<unsigned>(std::min<std::size_t>(workers, std::max<std::size_t>(count, 1)));
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < workers; ++w) {
+    pool.emplace_back([&] {
+      MpfrThreadCaches caches;  // MPFR's thread-local constants, freed when the worker exits
+      for (std::size_t k = next++; k < count; k = next++) {
+        try {
+          work(k);
+        } catch (...) {
+          const std::lock_guard lock(error_mutex);
+          if (!error) error = std::current_exception();
+        }
+      }
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+bool row_is_empty(const TensorProblem& p, std::size_t row) {
+  const RowIndex r = row_index(p, row);
+  for (std::size_t j = 0; j < p.S; ++j) {
+    if (takes_part(p, r.b, r.h, r.i, j)) return false;
+  }
+  return true;
+}
+
+std::size_t output_index(const TensorProblem& p, std::size_t row, std::size_t c) {
+  const RowIndex r = row_index(p, row);
+  return tensor_index(p, p.q_heads, p.L, p.Ev, r.b, r.h, r.i, c);
+}
+
+TensorFailure failure_at(const TensorProblem& p, std::size_t row, std::size_t c, double got, const char* reason) {
+  const RowIndex r = row_index(p, row);
+  return {{r.b, r.h, r.i, c}, got, {0, 0}, 0, std::fabs(got) / ulp_of(p.dtype, 0), kInf, reason};
+}
+
+// The whole-tensor checks of one row: every element finite; a row without keys exactly ±0.
+void cheap_checks(const TensorProblem& p, std::span<const double> output, std::size_t row, bool empty,
+                  RowOutcome& outcome) {
+  const std::size_t first = output_index(p, row, 0);  // the row's Ev outputs are contiguous
+  for (std::size_t c = 0; c < p.Ev; ++c) {
+    const double got = output[first + c];
+    if (std::isnan(got)) {
+      outcome.failures.push_back(failure_at(p, row, c, got, empty ? "NaN in a fully masked row" : "NaN"));
+    } else if (std::isinf(got)) {
+      outcome.failures.push_back(failure_at(p, row, c, got, "Inf"));
+    } else if (empty && got != 0) {
+      outcome.failures.push_back(failure_at(p, row, c, got, "masked row not zero"));
+    }
+  }
+}
+
+// The exact check of one row with keys: enclose, band, refine to δ/1000, judge every element.
+void certify_row(const TensorProblem& p, std::span<const double> output, std::size_t row, const RowBands& bands,
+                 DType compute, RowOutcome& outcome) {
+  // The fast double pass first; MPFI (from 64 bits) only when it is out of range or too wide.
+  std::optional<RowEnclosure> fast = enclose_row_fast(p, row);
+  const bool had_fast = fast.has_value();
+  RowEnclosure enclosure = had_fast ? std::move(*fast) : enclose_row(p, row, 64);
+  std::vector<double> band = bands(row, enclosure);
+  std::vector<double> targets(p.Ev);
+  for (std::size_t c = 0; c < p.Ev; ++c) targets[c] = band[c] / 1000;
+  bool narrow = true;
+  for (std::size_t c = 0; c < p.Ev; ++c) narrow = narrow && 2 * enclosure.fine[c].radius <= targets[c];
+  if (!narrow) {
+    enclosure = enclose_row(p, row, targets, {had_fast ? 64 : 128, 1024, false});
+    band = bands(row, enclosure);  // from the tighter enclosure; each is rigorous
+  }
+  outcome.capped = enclosure.capped;
+  outcome.fast = enclosure.fast;
+  outcome.certified = true;
+  const std::vector<double> plain = plain_row(p, row, compute);
+  const RowIndex r = row_index(p, row);
+  for (std::size_t c = 0; c < p.Ev; ++c) {
+    const double got = output[output_index(p, row, c)];
+    if (!std::isfinite(got)) continue;  // failed in cheap_checks
+    const FineEnclosure& exact = enclosure.fine[c];
+    const Distance d = distance_to(exact, got);
+    const double usage = d.lower == 0 ? 0 : band[c] > 0 ? d.lower / band[c] : kInf;
+    outcome.usages.push_back(usage);
+    const double half_ulp = ulp_of(p.dtype, exact.head) / 2;
+    outcome.plain_ratios.push_back(d.to_mid / std::max(distance_to(exact, plain[c]).to_mid, half_ulp));
+    if (usage > 1) {
+      const double ulps = d.to_mid / ulp_of(p.dtype, exact.head);
+      outcome.failures.push_back({{r.b, r.h, r.i, c}, got, enclosure.out[c], band[c], ulps, usage, "outside band"});
+    }
+  }
+}
+
+bool worse(const TensorFailure& a, const TensorFailure& b) {
+  if (a.usage != b.usage) return a.usage > b.usage;
+  return a.index < b.index;
+}
+
+std::string number(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", x);
+  return text;
+}
+
+}  // namespace
+
+RowTerms band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure& e) {
+  RowTerms t;
+  t.keys = e.keys.size();
+  t.E = p.E;
+  t.abs_dot = e.abs_dots;
+  t.scale = std::max(std::fabs(e.scale.lo), std::fabs(e.scale.hi));
+  t.scale_defaulted = !p.scale.has_value();
+  const RowIndex r = row_index(p, row);
+  const std::size_t kv = kv_head_of(p, r.h);
+  double top_lower = -kInf;  // the largest score is at least every score's lower end
+  for (const Interval& s : e.scores) top_lower = std::max(top_lower, s.lo);
+  for (std::size_t k = 0; k < t.keys; ++k) {
+    t.gap.push_back(std::max(0.0, next_down(top_lower - e.scores[k].hi)));
+    t.abs_bias.push_back(std::fabs(additive_bias(p, r.b, r.h, r.i, e.keys[k])));
+    t.weight.push_back(e.weights[k].hi);
+  }
+  // |v_jc - y_c| for blocks of keys, key-major as the values are stored (v_j is Ev contiguous
+  // doubles in either layout), then written out per column (RowTerms is column-major).
+  t.abs_v_minus_y.resize(p.Ev);
+  for (std::vector<double>& column : t.abs_v_minus_y) column.resize(t.keys);
+  t.abs_v_max.assign(p.Ev, 0.0);
+  std::vector<double> lo(p.Ev), hi(p.Ev);
+  for (std::size_t c = 0; c < p.Ev; ++c) lo[c] = e.out[c].lo, hi[c] = e.out[c].hi;
+  constexpr std::size_t kBlock = 8;
+  std::vector<double> block(kBlock * p.Ev);
+  for (std::size_t first = 0; first < t.keys; first += kBlock) {
+    const std::size_t count = std::min(kBlock, t.keys - first);
+    for (std::size_t b = 0; b < count; ++b) {
+      const double* v = p.value.data() + tensor_index(p, p.kv_heads, p.S, p.Ev, r.b, kv, e.keys[first + b], 0);
+      double* distance = block.data() + b * p.Ev;
+      for (std::size_t c = 0; c < p.Ev; ++c) {
+        distance[c] = up_bound(std::max(std::fabs(v[c] - lo[c]), std::fabs(v[c] - hi[c])));
+        t.abs_v_max[c] = std::max(t.abs_v_max[c], std::fabs(v[c]));
+      }
+    }
+    for (std::size_t c = 0; c < p.Ev; ++c) {
+      double* column = t.abs_v_minus_y[c].data() + first;
+      for (std::size_t b = 0; b < count; ++b) column[b] = block[b * p.Ev + c];
+    }
+  }
+  for (std::size_t c = 0; c < p.Ev; ++c) t.abs_y.push_back(std::max(std::fabs(e.out[c].lo), std::fabs(e.out[c].hi)));
+  return t;
+}
+
+std::vector<std::size_t> sample_rows(const TensorProblem& p, std::optional<std::size_t> rows, std::uint64_t seed) {
+  const std::size_t total = p.batch * p.q_heads * p.L;
+  std::vector<std::size_t> all(total);
+  for (std::size_t k = 0; k < total; ++k) all[k] = k;
+  if (!rows || *rows >= total) return all;
+  std::vector<bool> chosen(total, false);
+  chosen[0] = chosen[total - 1] = true;
+  for (std::size_t row = 0; row < total; ++row) chosen[row] = chosen[row] || row_is_empty(p, row);
+  std::size_t count = static_cast<std::size_t>(std::count(chosen.begin(), chosen.end(), true));
+  // A partial Fisher-Yates shuffle with mt19937_64 (fully specified by the standard, so a seed
+  // replays on every platform; the modulo bias is below 2^-40 for fewer than 2^24 rows).
+  std::mt19937_64 random(seed);
+  for (std::size_t k = 0; k < total && count < *rows; ++k) {
+    std::swap(all[k], all[k + random() % (total - k)]);
+    if (!chosen[all[k]]) chosen[all[k]] = true, ++count;
+  }
+  std::vector<std::size_t> out;
+  for (std::size_t row = 0; row < total; ++row) {
+    if (chosen[row]) out.push_back(row);
+  }
+  return out;
+}
+
+TensorReport certify_tensor(const TensorProblem& problem, std::span<const double> output,
+                            const CertifyOptions& options) {
+  return certify_tensor(problem, output, options, [&](std::size_t row, const RowEnclosure& enclosure) {
+    return tensor_row_bands(band_terms(problem, row, enclosure), options.arithmetic);
+  });
+}
+
+TensorReport certify_tensor(const TensorProblem& p, std::span<const double> output, const CertifyOptions& options,
+                            const RowBands& bands) {
+  if (auto ok = validate(p); !ok) throw ContractError("certify_tensor: " + ok.error().message);
+  const std::size_t total = p.batch * p.q_heads * p.L;
+  if (output.size() != total * p.Ev) throw ContractError("certify_tensor: output size is not B·Hq·L·Ev");
+  std::vector<char> certify(total, 0);
+  for (std::size_t row : sample_rows(p, options.rows, options.seed)) certify[row] = 1;
+  std::vector<RowOutcome> outcomes(total);
+  parallel_for(total, options.threads, [&](std::size_t row) {
+    const bool empty = row_is_empty(p, row);
+    cheap_checks(p, output, row, empty, outcomes[row]);
+    if (certify[row] && !empty) certify_row(p, output, row, bands, options.arithmetic.compute, outcomes[row]);
+  });
+  TensorReport report;
+  report.rows_total = total;
+  report.usage_histogram.assign(kDecades + 2, 0);
+  double usage_sum = 0, plain_sum = 0;
+  for (std::size_t row = 0; row < total; ++row) {
+    RowOutcome& o = outcomes[row];
+    report.rows_checked += certify[row] ? 1 : 0;
+    report.capped_rows += o.capped ? 1 : 0;
+    report.fast_rows += o.fast ? 1 : 0;
+    report.failure_count += o.failures.size();
+    for (TensorFailure& f : o.failures) report.failures.push_back(std::move(f));
+    for (double u : o.usages) {
+      usage_sum += u;
+      report.max_band_usage = std::max(report.max_band_usage, u);
+      const int decade = std::clamp(static_cast<int>(std::floor(std::log10(u))) + kDecades, 0, kDecades - 1);
+      ++report.usage_histogram[u == 0 ? 0 : u > 1 ? kDecades + 1 : static_cast<std::size_t>(decade) + 1];
+    }
+    for (double ratio : o.plain_ratios) {
+      plain_sum += ratio;
+      report.max_plain_ratio = std::max(report.max_plain_ratio, ratio);
+    }
+    report.elements_certified += o.usages.size();
+  }
+  if (report.elements_certified) {
+    report.mean_band_usage = usage_sum / static_cast<double>(report.elements_certified);
+    report.mean_plain_ratio = plain_sum / static_cast<double>(report.elements_certified);
+  }
+  std::sort(report.failures.begin(), report.failures.end(), worse);
+  if (report.failures.size() > options.max_failures) report.failures.resize(options.max_failures);
+  report.passed = report.failure_count == 0;
+  return report;
+}
+
+std::string TensorReport::summary() const {
+  std::string out = passed ? "passed" : "FAILED: " + std::to_string(failure_count) + " element(s)";
+  if (!failures.empty()) {
+    const TensorFailure& f = failures.front();
+    out += "; worst (" + std::to_string(f.index[0]) + ", " + std::to_string(f.index[1]) + ", " +
+           std::to_string(f.index[2]) + ", " + std::to_string(f.index[3]) + "): " + f.reason + ", got " +
+           number(f.got) + ", exact in [" + number(f.exact.lo) + ", " + number(f.exact.hi) + "], band " +
+           number(f.band) + ", " + number(f.ulps) + " ulps";
+  }
+  out += "; band usage max " + number(max_band_usage) + ", mean " + number(mean_band_usage);
+  out += "; " + std::to_string(rows_checked) + " of " + std::to_string(rows_total) + " rows certified (" +
+         std::to_string(elements_certified) + " elements), every element checked finite and masked rows zero";
+  if (capped_rows) out += "; " + std::to_string(capped_rows) + " row(s) at the precision cap";
+  out += "; error vs plain same-precision max " + number(max_plain_ratio) + ", mean " + number(mean_plain_ratio);
+  return out;
+}
+
+}  // namespace attn::verify
