@@ -26,8 +26,11 @@ _DTYPE_OF_PRECISION = {"fp64": "float64", "fp32": "float32", "fp16": "float16", 
 # Family -> (what its cases contain, the keywords fn must accept). Values are "normal" (edge-biased
 # small numbers) unless the family is about values; no family but gqa_mapping uses GQA, and only
 # fully_masked_row (and causal_bottom_right through L > S, never: S >= L there) has rows without keys.
+# Sequences are at most 8 long (or max_len, when shorter) but in the tile families, which draw L and
+# S (independently, so L != S too) from strategies.TILE_BOUNDARIES up to conformance's max_len.
 _ISOLATED = dict(mask_kinds=("none",), alignments=(), gqa=False, scenarios=("normal",), scales=False,
-                 masked_rows="never", max_heads=2, max_len=8, max_dim=8)
+                 masked_rows="never", max_heads=2, max_len=8, max_dim=8, tile_lengths=False, dense_above=None)
+_TILED = dict(tile_lengths=True, dense_above=64, long=True, max_heads=1)
 FAMILIES = {
     "fully_masked_row": (dict(mask_kinds=("bool",), masked_rows="always"), ("attn_mask",)),
     "causal_top_left": (dict(alignments=("top-left",), causal_only=True), ("is_causal",)),
@@ -41,6 +44,8 @@ FAMILIES = {
     "single_key": (dict(single_key=True), ()),
     "equal_scores": (dict(scenarios=("equal_scores",)), ()),
     "cross_attention": (dict(cross=True), ()),
+    "tile_boundaries": (_TILED, ()),
+    "tile_boundaries_causal": (dict(_TILED, alignments=("top-left",), causal_only=True), ("is_causal",)),
 }
 
 
@@ -137,12 +142,15 @@ def _run_case(fn, inputs, precision, array_type):
     return (not report.passed), ("" if report.passed else report.worst.describe()), report
 
 
-def conformance(fn, precision="fp32", cases=200, seed=0, *, families=None, array_type="numpy") -> ConformanceTable:
+def conformance(fn, precision="fp32", cases=200, seed=0, *, families=None, array_type="numpy",
+                max_len=1025) -> ConformanceTable:
     """Runs each family (up to `cases` cases each, seeded) against fn and returns the table.
 
     precision: "fp64", "fp32", "fp16" or "bf16" (the inputs' dtype and the band's arithmetic; bf16
     needs array_type="torch"). array_type: "numpy" arrays or "torch" CPU tensors for fn.
-    families: a subset of FAMILIES' names (default all, in order).
+    families: a subset of FAMILIES' names (default all, in order). max_len: the longest query and
+    key sequence of any case; the tile families draw their lengths at the tile boundaries up to it
+    (1, 2, 15-17, 31-33, 63-65, 127-129, 255-257, 1025), the others stay at 8 or below.
     """
     if precision not in _DTYPE_OF_PRECISION:
         raise ValueError(f"precision: expected fp64, fp32, fp16 or bf16, got {precision!r}")
@@ -152,22 +160,26 @@ def conformance(fn, precision="fp32", cases=200, seed=0, *, families=None, array
         raise ValueError("precision: bf16 inputs need array_type='torch' (numpy has no bfloat16)")
     if not callable(fn):
         raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+        raise ValueError(f"max_len: expected a positive int, got {max_len!r}")
     names = list(FAMILIES) if families is None else list(families)
     for name in names:
         if name not in FAMILIES:
             raise ValueError(f"families: unknown family {name!r} (known: {', '.join(FAMILIES)})")
     table = ConformanceTable()
     for number, name in enumerate(names):
-        table[name] = _run_family(fn, name, precision, cases, seed + number, array_type)
+        table[name] = _run_family(fn, name, precision, cases, seed + number, array_type, max_len)
     return table
 
 
-def _run_family(fn, name, precision, cases, seed, array_type) -> FamilyResult:
+def _run_family(fn, name, precision, cases, seed, array_type, max_len) -> FamilyResult:
     overrides, keywords = FAMILIES[name]
     for keyword in keywords:
         if _accepts(fn, keyword) is False:
             return FamilyResult(name, "skipped", 0, f"fn lacks {keyword}")
-    recipe = Recipe(**{**_ISOLATED, **overrides, "dtype": _DTYPE_OF_PRECISION[precision]})
+    fields = {**_ISOLATED, **overrides, "dtype": _DTYPE_OF_PRECISION[precision]}
+    fields["max_len"] = max_len if fields.pop("long", False) else min(fields["max_len"], max_len)
+    recipe = Recipe(**fields)
     calls = 0
 
     def fails(inputs):

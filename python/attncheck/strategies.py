@@ -8,8 +8,9 @@
 Drawn edges: L = 1, S != L, fully masked rows, a single visible key, equal scores, huge score
 gaps (every weight but one underflows), scores near the dtype's overflow, tiny (subnormal) values,
 -0.0, GQA groups, both causal alignments, masks broadcast from [L, S], [B, 1, L, S], [1, Hq, L, S],
-[B, 1, 1, S] (key padding). Everything shrinks towards one batch item, one head, short sequences,
-no mask, the "normal" value scenario and zeros, so a counterexample is small.
+[B, 1, 1, S] (key padding), and lengths on both sides of the tile sizes kernels use
+(TILE_BOUNDARIES: 15-17, 31-33, ..., up to max_len). Everything shrinks towards one batch item, one
+head, short sequences, no mask, the "normal" value scenario and zeros, so a counterexample is small.
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ from hypothesis.extra import numpy as hnp
 SCENARIOS = ("normal", "equal_scores", "huge_gap", "near_overflow", "tiny")
 MASK_KINDS = ("none", "bool", "additive", "key_padding")
 ALIGNMENTS = ("top-left", "bottom-right")
+# Sequence lengths on both sides of the key and query tiles kernels use (16, 32, 64, 128, 256, and
+# one past 1024): a kernel whose online softmax goes wrong only from its second tile on is wrong at
+# one of these and right below all of them. Simplest first, so a length shrinks towards 1.
+TILE_BOUNDARIES = (1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1025)
+# masks= of attention_inputs -> the mask kinds drawn.
+_MASKS = {False: ("none",), True: MASK_KINDS, "bool": ("none", "bool"), "additive": ("none", "additive"),
+          "key_padding": ("none", "key_padding")}
 
 
 @dataclasses.dataclass
@@ -105,6 +113,8 @@ class Recipe:
     single_key: bool = False  # S = 1
     cross: bool = False  # L != S and E != Ev
     single_visible_key: bool = False  # some row of the mask keeps exactly one key
+    tile_lengths: bool = True  # L and S also drawn from TILE_BOUNDARIES (those <= max_len)
+    dense_above: int | None = None  # arrays of more elements are filled densely from a drawn seed
 
 
 def _exponent_range(dtype: np.dtype) -> tuple:
@@ -112,12 +122,32 @@ def _exponent_range(dtype: np.dtype) -> tuple:
     return int(info.minexp), int(info.maxexp) - 1  # emin, emax of the normal range
 
 
-def _values(draw, dtype, shape):
-    """Edge-biased values in [-2, 2]: -0.0, exact small values, subnormal-free floats of the dtype."""
+_PALETTE = (0.0, 1.0, -1.0, 0.5, -0.0, -2.0, 0.75)
+
+
+def _values(draw, recipe, dtype, shape, stream):
+    """Edge-biased values in [-2, 2]: -0.0, exact small values, subnormal-free floats of the dtype.
+    Large arrays are dense: each element from the palette or uniform in [-2, 2], by a drawn seed
+    (and `stream`, so that query, key and value differ when their seeds shrink to the same one)."""
+    # Hypothesis fills a large array sparsely over one background value, and a multi-tile row of
+    # one repeated key never moves the running maximum: large arrays are drawn densely instead.
+    if recipe.dense_above is not None and math.prod(shape) > recipe.dense_above:
+        rng = np.random.default_rng([draw(st.integers(0, 2**32 - 1)), stream])
+        uniform = rng.uniform(-2, 2, size=shape)
+        palette = rng.choice(np.array(_PALETTE), size=shape)
+        return np.where(rng.random(size=shape) < 0.25, palette, uniform).astype(dtype)
     width = dtype.itemsize * 8
-    elements = st.one_of(st.sampled_from([0.0, 1.0, -1.0, 0.5, -0.0, -2.0, 0.75]),
-                         st.floats(-2, 2, width=width, allow_subnormal=False))
+    elements = st.one_of(st.sampled_from(_PALETTE), st.floats(-2, 2, width=width, allow_subnormal=False))
     return draw(hnp.arrays(dtype, shape, elements=elements))
+
+
+def _length(draw, recipe, first=1):
+    """A sequence length in [1, max_len]: `first` (simplest), any, or a tile boundary (the last
+    choice, so that a length shrinks by the first two as it did before tile boundaries were drawn)."""
+    choices = [st.just(first), st.integers(1, recipe.max_len)]
+    if recipe.tile_lengths:
+        choices.append(st.sampled_from([n for n in TILE_BOUNDARIES if n <= recipe.max_len]))
+    return draw(st.one_of(*choices))
 
 
 def _apply_scenario(scenario, dtype, q, k, v, E):
@@ -188,22 +218,22 @@ def from_recipe(draw, recipe: Recipe) -> AttentionInputs:
     if recipe.gqa and recipe.max_heads // kv_heads >= (2 if recipe.gqa_only else 1):
         group = draw(st.integers(2 if recipe.gqa_only else 1, recipe.max_heads // kv_heads))
     Hq = kv_heads * group
-    L = draw(st.one_of(st.just(1), st.integers(1, recipe.max_len)))
+    L = _length(draw, recipe)
     if recipe.single_key:
         S = 1
     elif recipe.cross:
         S = draw(st.integers(1, recipe.max_len).filter(lambda s: s != L))
     else:
-        S = draw(st.one_of(st.just(L), st.integers(1, recipe.max_len)))
+        S = _length(draw, recipe, first=L)
     if recipe.alignments == ("bottom-right",) and recipe.masked_rows == "never":
         S = max(S, L)  # bottom-right with L > S masks the first L - S rows entirely
     E = draw(st.integers(1, recipe.max_dim))
     Ev = draw(st.integers(1, recipe.max_dim).filter(lambda e: e != E)) if recipe.cross else \
         draw(st.one_of(st.just(E), st.integers(1, recipe.max_dim)))
     scenario = draw(st.sampled_from(recipe.scenarios))
-    q = _values(draw, dtype, (B, Hq, L, E))
-    k = _values(draw, dtype, (B, kv_heads, S, E))
-    v = _values(draw, dtype, (B, kv_heads, S, Ev))
+    q = _values(draw, recipe, dtype, (B, Hq, L, E), 0)
+    k = _values(draw, recipe, dtype, (B, kv_heads, S, E), 1)
+    v = _values(draw, recipe, dtype, (B, kv_heads, S, Ev), 2)
     q, k, v = _apply_scenario(scenario, dtype, q, k, v, E)
     mask = _mask(draw, recipe, dtype, B, Hq, L, S)
     is_causal, alignment = False, "top-left"
@@ -221,25 +251,31 @@ def from_recipe(draw, recipe: Recipe) -> AttentionInputs:
     return AttentionInputs(q, k, v, mask, is_causal, alignment, scale, enable_gqa, key_lengths, scenario)
 
 
-def attention_inputs(dtype="float32", max_batch=2, max_heads=4, max_len=16, max_dim=8, masks=True, causal=True,
+def attention_inputs(dtype="float32", max_batch=2, max_heads=4, max_len=129, max_dim=8, masks=True, causal=True,
                      gqa=True, key_lengths=False, scales=True):
     """A strategy for AttentionInputs (numpy arrays of `dtype`: "float64", "float32" or "float16").
 
-    masks: draw boolean, additive (-inf included) and key-padding masks. causal: True (both
+    max_len: the longest L and S; lengths are drawn at 1, at the TILE_BOUNDARIES up to max_len
+    (the default reaches 8 tiles of 16 and crosses 32, 64 and 128) and anywhere in between, and
+    shrink towards 1. masks: True draws boolean, additive (-inf included) and key-padding masks;
+    "bool", "additive" or "key_padding" only that kind (or none); False none. causal: True (both
     alignments), "top-left", "bottom-right" or False. gqa: draw Hq = G·Hkv groups (enable_gqa).
     key_lengths: also draw per-item key lengths (check_attention's extension; not an SDPA argument).
     scales: also draw explicit scales (1, 1/2, 1/8; None, the default 1/√E, otherwise).
     """
     if np.dtype(dtype).name not in ("float64", "float32", "float16"):
         raise ValueError(f"dtype: expected float64, float32 or float16, got {dtype!r}")
+    if not any(masks is key or (isinstance(key, str) and masks == key) for key in _MASKS):
+        raise ValueError(f"masks: expected True, False, 'bool', 'additive' or 'key_padding', got {masks!r}")
+    masks = next(key for key in _MASKS if masks is key or (isinstance(key, str) and masks == key))
     alignments = {True: ALIGNMENTS, False: (), "top-left": ("top-left",), "bottom-right": ("bottom-right",)}
-    if causal not in alignments:
+    if not any(causal is key or (isinstance(key, str) and causal == key) for key in alignments):
         raise ValueError(f"causal: expected True, False, 'top-left' or 'bottom-right', got {causal!r}")
     for name, value in (("max_batch", max_batch), ("max_heads", max_heads), ("max_len", max_len),
                         ("max_dim", max_dim)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
     recipe = Recipe(dtype=np.dtype(dtype).name, max_batch=max_batch, max_heads=max_heads, max_len=max_len,
-                    max_dim=max_dim, mask_kinds=MASK_KINDS if masks else ("none",), alignments=alignments[causal],
+                    max_dim=max_dim, mask_kinds=_MASKS[masks], alignments=alignments[causal],
                     gqa=gqa, key_lengths=key_lengths, scales=scales)
     return from_recipe(recipe)

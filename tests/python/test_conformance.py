@@ -8,6 +8,7 @@ import torch
 import attncheck
 FAMILIES = attncheck.conformance.families
 from sdpa_reference import sdpa
+from tiled_reference import forgets_to_rescale_the_sum, rescales_correctly
 
 CASES = 15  # per family: enough for each bug below, small enough for the 2-minute python budget
 
@@ -75,7 +76,7 @@ def test_keywords_a_function_lacks_are_skipped_not_passed():
         return sdpa(query, key, value, attn_mask=attn_mask)
 
     table = attncheck.conformance(plain, cases=5)
-    assert table.skipped == ["causal_top_left", "causal_bottom_right", "gqa_mapping"]
+    assert table.skipped == ["causal_top_left", "causal_bottom_right", "gqa_mapping", "tile_boundaries_causal"]
     assert str(table[("gqa_mapping")]) == "skipped (fn lacks enable_gqa)"
     assert not set(table.skipped) & set(table.passed)
     assert bool(table) and table.failed == []
@@ -93,7 +94,36 @@ def test_a_function_that_raises_fails_with_the_exception():
 @pytest.mark.parametrize("arguments,error,name", [
     ({"precision": "fp8"}, ValueError, "precision"), ({"precision": "bf16"}, ValueError, "precision"),
     ({"array_type": "jax"}, ValueError, "array_type"), ({"families": ["nope"]}, ValueError, "families"),
+    ({"max_len": 0}, ValueError, "max_len"), ({"max_len": 8.5}, ValueError, "max_len"),
 ])
 def test_wrong_arguments(arguments, error, name):
     with pytest.raises(error, match=name):
         attncheck.conformance(sdpa, **arguments)
+
+
+TILE_FAMILIES = ["tile_boundaries", "tile_boundaries_causal"]
+
+
+def test_a_tile_16_kernel_that_forgets_to_rescale_the_sum_fails_at_the_defaults():
+    """The bug needs a second tile whose keys raise a row's maximum: more than 16 keys, which only the
+    tile families draw; every other family passes it."""
+    table = attncheck.conformance(forgets_to_rescale_the_sum)
+    assert table.failed == TILE_FAMILIES and not table, str(table)
+    for family in TILE_FAMILIES:
+        result = table[family]
+        assert "outside band" in result.reason and not result.report.passed
+        assert result.counterexample.key.shape[2] > 16  # it cannot show within one tile
+        assert result.counterexample.query.shape[:2] == (1, 1)
+
+
+def test_the_same_kernel_rescaling_correctly_passes_the_tile_families():
+    table = attncheck.conformance(rescales_correctly, families=TILE_FAMILIES)
+    assert table.passed == TILE_FAMILIES, str(table)
+
+
+def test_max_len_bounds_the_tile_families():
+    """Up to 16 keys the forgotten rescale never shows: max_len=16 keeps every case within one tile."""
+    table = attncheck.conformance(forgets_to_rescale_the_sum, families=TILE_FAMILIES, cases=60, max_len=16)
+    assert table.passed == TILE_FAMILIES, str(table)
+    assert not attncheck.conformance(forgets_to_rescale_the_sum, families=["tile_boundaries"], cases=60,
+                                     max_len=65)

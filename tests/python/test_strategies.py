@@ -7,6 +7,7 @@ from hypothesis import Phase, find, given, settings
 import attncheck
 from attncheck import strategies
 from sdpa_reference import sdpa
+from tiled_reference import forgets_to_rescale_the_sum
 
 
 def run_reference(inputs, **overrides):
@@ -117,8 +118,61 @@ def test_kwargs_and_sdpa_kwargs():
     assert inputs.to_torch().query.shape == (1, 2, 3, 4) and inputs.to_torch().attn_mask is None
 
 
+def test_default_lengths_cross_tiles_often_and_shrink_to_just_past_one():
+    """Kernels tile keys by 16 to 128: the default draws lengths on both sides of those tiles in a
+    good share of cases, and a failure that needs more than 16 keys shrinks to 17 of them."""
+    lengths = []
+
+    @settings(max_examples=300, phases=[Phase.generate], derandomize=True, database=None)
+    @given(strategies.attention_inputs(dtype="float32"))
+    def collect(inputs):
+        lengths.append(inputs.key.shape[2])
+
+    collect()
+    assert sum(S > 16 for S in lengths) >= 0.3 * len(lengths), lengths
+    assert {17, 33, 65, 129} <= set(lengths) and max(lengths) <= 129
+    found = find(strategies.attention_inputs(dtype="float32"), lambda i: i.key.shape[2] > 16,
+                 settings=settings(database=None, derandomize=True, max_examples=500))
+    assert found.key.shape[2] == 17 and found.query.shape[0] == 1
+
+
+def test_a_tile_16_kernel_that_forgets_to_rescale_the_sum_is_caught_at_the_defaults():
+    found = find(strategies.attention_inputs(dtype="float32"), fails(forgets_to_rescale_the_sum),
+                 settings=settings(database=None, derandomize=True, max_examples=100))
+    assert 16 < found.key.shape[2] <= 65 and found.query.shape[0] == 1  # a few tiles, one batch item
+
+
+def test_dense_recipes_fill_large_arrays_and_query_key_value_differ():
+    recipe = strategies.Recipe(dense_above=64, max_len=129, mask_kinds=("none",), scenarios=("normal",),
+                               gqa=False)
+    found = find(strategies.from_recipe(recipe), lambda i: i.key.shape[2] >= 65 and i.key.shape[-1] >= 2,
+                 settings=settings(database=None, derandomize=True, max_examples=500))
+    key = found.key[0, 0]
+    assert len(np.unique(key)) > key.size // 2  # not one background value with a few others
+    assert not np.array_equal(found.key[0, 0], found.value[0, 0, :, :key.shape[1]])
+
+
+@pytest.mark.parametrize("masks,kinds", [(False, set()), ("bool", {"bool"}), ("additive", {"float32"}),
+                                         ("key_padding", {"bool"}), (True, {"bool", "float32"})])
+def test_masks_draws_the_kinds_it_names(masks, kinds):
+    seen = set()
+
+    @settings(max_examples=150, phases=[Phase.generate], derandomize=True, database=None)
+    @given(strategies.attention_inputs(dtype="float32", masks=masks, max_len=8))
+    def collect(inputs):
+        if inputs.attn_mask is not None:
+            seen.add(inputs.attn_mask.dtype.name)
+            if masks == "key_padding":
+                assert inputs.attn_mask.shape[1:3] == (1, 1)
+
+    collect()
+    assert seen == kinds
+
+
 @pytest.mark.parametrize("arguments,name", [({"dtype": "int8"}, "dtype"), ({"causal": "left"}, "causal"),
-                                            ({"max_len": 0}, "max_len")])
+                                            ({"max_len": 0}, "max_len"), ({"masks": "boolean"}, "masks"),
+                                            ({"masks": 1}, "masks"), ({"masks": None}, "masks"),
+                                            ({"causal": 1}, "causal")])
 def test_wrong_strategy_arguments(arguments, name):
     with pytest.raises(ValueError, match=name):
         strategies.attention_inputs(**arguments)
