@@ -94,7 +94,9 @@ def test_fully_masked_row_is_nan_in_1_13_and_attncheck_reports_that_row():
 
 
 def test_conformance_families():
-    families = [name for name in attncheck.conformance.families if name != "cross_attention"]  # Ev = hd in MHA
+    # MHA's value heads are as wide as its query heads: leave out the families that draw Ev != E.
+    families = [name for name in attncheck.conformance.families
+                if name not in ("cross_attention", "tile_boundaries", "tile_boundaries_causal")]
     table = attncheck.conformance(mha_as_sdpa, precision="fp32", cases=10, array_type="torch", families=families)
     print(table)
     assert table.failed == ["fully_masked_row"] and "NaN in a fully masked row" in table["fully_masked_row"].reason
