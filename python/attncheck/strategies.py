@@ -251,6 +251,15 @@ def from_recipe(draw, recipe: Recipe) -> AttentionInputs:
     return AttentionInputs(q, k, v, mask, is_causal, alignment, scale, enable_gqa, key_lengths, scenario)
 
 
+def _option(name, value, table):
+    """table[value] for an argument that is True, False or one of the table's strings (1 is not True)."""
+    for key, choice in table.items():
+        if value is key or (isinstance(key, str) and value == key):
+            return choice
+    expected = ", ".join(repr(key) for key in table)
+    raise ValueError(f"{name}: expected one of {expected}, got {value!r}")
+
+
 def attention_inputs(dtype="float32", max_batch=2, max_heads=4, max_len=129, max_dim=8, masks=True, causal=True,
                      gqa=True, key_lengths=False, scales=True):
     """A strategy for AttentionInputs (numpy arrays of `dtype`: "float64", "float32" or "float16").
@@ -265,17 +274,14 @@ def attention_inputs(dtype="float32", max_batch=2, max_heads=4, max_len=129, max
     """
     if np.dtype(dtype).name not in ("float64", "float32", "float16"):
         raise ValueError(f"dtype: expected float64, float32 or float16, got {dtype!r}")
-    if not any(masks is key or (isinstance(key, str) and masks == key) for key in _MASKS):
-        raise ValueError(f"masks: expected True, False, 'bool', 'additive' or 'key_padding', got {masks!r}")
-    masks = next(key for key in _MASKS if masks is key or (isinstance(key, str) and masks == key))
-    alignments = {True: ALIGNMENTS, False: (), "top-left": ("top-left",), "bottom-right": ("bottom-right",)}
-    if not any(causal is key or (isinstance(key, str) and causal == key) for key in alignments):
-        raise ValueError(f"causal: expected True, False, 'top-left' or 'bottom-right', got {causal!r}")
+    mask_kinds = _option("masks", masks, _MASKS)
+    alignments = _option("causal", causal, {True: ALIGNMENTS, False: (), "top-left": ("top-left",),
+                                            "bottom-right": ("bottom-right",)})
     for name, value in (("max_batch", max_batch), ("max_heads", max_heads), ("max_len", max_len),
                         ("max_dim", max_dim)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
     recipe = Recipe(dtype=np.dtype(dtype).name, max_batch=max_batch, max_heads=max_heads, max_len=max_len,
-                    max_dim=max_dim, mask_kinds=_MASKS[masks], alignments=alignments[causal],
+                    max_dim=max_dim, mask_kinds=mask_kinds, alignments=alignments,
                     gqa=gqa, key_lengths=key_lengths, scales=scales)
     return from_recipe(recipe)
