@@ -18,9 +18,17 @@
 // A correct implementation may: apply the computed scale to Q, to K, to both (as √σ each), or to
 // the scores, or fold it with log2(e) into an exp2; add the bias in compute; take the max over a
 // tile or the row; run an online softmax over T tiles (running max m_t, rescale factor
-// α_t = exp(m_{t-1} - m_t), rescaled sum and accumulator), T <= k, so we take T = k; sum and
-// accumulate in any order, FMA or not; normalize before or after P·V; round P to storage before
-// P·V (weights_in_storage); round the output to storage. Underflow may flush to zero (GPUs do).
+// α_t = exp(m_{t-1} - m_t), rescaled sum and accumulator), T counted below; sum and accumulate in
+// any order, FMA or not; normalize before or after P·V; round P to storage before P·V
+// (weights_in_storage); split the keys into partitions merged by their LSE (Step 7); round the
+// output to storage. Underflow may flush to zero (GPUs do).
+// Counting (the declared structure, KernelStructure). T := the tiles holding a key taking part:
+// undeclared, T = k (one key per tile at worst); key_tile = t, the distinct ⌊j/t⌋ over the row's
+// key positions j; single_pass, 1; with p > 1 splits each cut may split a tile, so p - 1 more; at
+// most k. A tile without a key taking part contributes nothing: its maximum does not move (the
+// factor is exp(0) = 1) and its terms are exact zeros. N_c := the (tile, chunk) pairs holding a
+// key, chunks being c = sum_chunk consecutive positions from a tile's start (c = 1: N_c = k),
+// plus p - 1 cuts, at most k. A key's exps are its own and the rescales after its tile: <= T.
 //
 // Step 1 (the scale). σ̂ = σ θ_{c_σ}: c_σ = 2 when defaulted (sqrt then divide, both correctly
 // rounded; an rsqrt within 1 ulp is θ_2 too: a judgement that it is that accurate), else 1 (the
@@ -57,25 +65,48 @@
 // 1 - M̄, M̄ := Σ w_j m_j. Since Σ_j w_j (v_j - y) = 0,
 //   |Σ_j ω_j v_j - y| = |Σ_j w_j (λ_j - 1)(v_j - y)| / Λ <= Σ_j w_j m_j |v_j - y| / (1 - M̄).
 // w_j m_j is bounded both by w_j^hi m_j and by e^{T_j + Tη' - g_j} (w_j <= e^{-g_j}).
-// Step 6 (sum, accumulator, division). Each term of the sum ℓ goes through at most k - 1 additions
-// and T - 1 rescale products: Σ̂ = Σ ê θ_{k+T} (the θ's of positive terms average into one).
-// Each term of the accumulator adds the product p·v: θ_{k+T}. One division (or, normalizing
-// before, one division per weight and the same additions): ŷ = Σ_j ω_j v_j θ_{2(k+T)+1}, so
-// |ŷ - Σ ω_j v_j| <= ρ Σ_j ω_j |v_j|, ρ := (1 + γ_{2(k+T)+1+c_v})(1 + u_P) - 1, where c_v = 1 when
-// v converts to compute and u_P = u_s when P is rounded to storage (relative u_s per weight).
+// Step 6 (sum, accumulator, division). Each term of the sum ℓ goes through at most c - 1 additions
+// inside its chunk, one addition per chunk joining the running sum after it (<= N_c) and at most T
+// rescale products: depth D := c - 1 + N_c + T (undeclared: 2k), Σ̂ = Σ ê θ_D (the θ's of positive
+// terms average into one). Each term of the accumulator also has the product p·v: θ_{D+1}. One
+// division (or, normalizing before, one division per weight and the same additions):
+// ŷ = Σ_j ω_j v_j θ_{2D+1}, so |ŷ - Σ ω_j v_j| <= ρ Σ_j ω_j |v_j|, ρ := (1 + γ_{2D+1+c_v})(1 + u_P) - 1,
+// where c_v = 1 when v converts to compute and u_P = u_s when P is rounded to storage (relative
+// u_s per weight).
 // Σ ω_j |v_j| <= Σ_j (w_j^hi + w_j m_j) |v_j| / (1 - M̄).
 // Rounding P to storage errs by <= u_s p + min(h, p) (0 is representable): the absolute part,
 // carried through the rescales (α <= 1 + η) and divided by Σ ê, is per key
 // <= min(h e^{Tη'} (1+ρ) / low, ω_j (1+ρ)) |v_j|: term S_sub. For fp16 this is 2^-25 per weight
 // (subnormal P), far from negligible for long rows of small weights.
+// Step 7 (splits). With p > 1 partitions (flash-decoding, FlashAttention's split-KV combine), each
+// runs Steps 2-6 on its keys (its own max m_p, sum ℓ_p, accumulator; T and N_c above already count
+// its tiles) and ends with o_p = acc_p / ℓ_p and lse_p = m_p + log ℓ_p; then lse = M + log Σ_q
+// exp(lse_q - M), M = max lse_q, and ŷ = Σ_p exp(lse_p - lse)·o_p. log is accurate to exp_ulps ulps
+// (a judgement, as for exp), relative 2·exp_ulps·u. Bound Λ := P + log k + 1 + γ_2 P + Tη' >= every
+// |m_p|, |log ℓ_p|, |lse_p|, |lse| (ℓ_p lies in [e^{-γ_2 P - Tη'}, k(1 + ·)] by Step 4). Writing the
+// combine factor ĉ_p = exp(l̂se_p - l̂se)(1 + ε): e^{m_p} cancels exactly between lse_p and the
+// split's exponentials, ℓ̂_p between lse_p and o_p, so ĉ_p ô_p = F_p e^{-τ} Σ_{j in p} ê_j v_j θ / Z
+// where F_p gathers what is common to one split and τ = l̂se - log Σ_q e^{l̂se_q} is common to all:
+//   |log F_p| <= x_split := η' + (2·exp_ulps + 5) u Λ   (the log, the add m_p + log ℓ_p, the
+//     combine's argument (2Λ), its exp, and a conversion to log2 units: at most (2L + 5)uΛ + η');
+//   |τ| <= x_common := η' + γ_p + (2·exp_ulps + 5) u (Λ + log p + 1)   (the exps of lse_q - M, the
+//     p - 1 additions, the log of a sum in [1, p(1 + η)], the final add).
+// F_p is one more per-key factor of λ_j (m_j := expm1(T_j + Tη' + x_split)); e^{-τ} is not
+// normalized away and multiplies ŷ: ρ := (1 + γ_{2D+p+2+c_v})(1 + u_P) e^{x_common} - 1 (the
+// division per split, the combine product and p - 1 additions). The flushes grow by 3p (combine
+// exps, products, lse exps) and the absolute terms are against low·e^{-x_split - x_common}. The
+// undeclared default takes p = k (any number), so it holds for split kernels too.
 // Result. δ_pre = [Σ_j wm_j |v_j - y| + ρ Σ_j (w_j^hi + wm_j)|v_j|] / (1 - M̄) + S_sub + U,
 //   U = 2 N λ (1 + max|v|) / low, N = k(2T + 4) + 2T flushes at most (exps, rescale products,
 //   p·v products, divisions, additions), each <= λ absolute against a sum >= low.
 // Capped by |ŷ| + |y| <= (1 + ρ) max|v| + k·h e^{Tη'}(1+ρ) max|v|/low + U + |y|, which also serves
 // when M̄ >= 1/2. Output rounded to a coarser storage: δ = δ_pre + u_s (|y| + δ_pre) + h.
 //
-// Size. T = k doubles the summation count of band.cpp (γ_{4k+1} against γ_{2k+2}) and adds Tη to
-// every m_j: for fp64 with exp <= 1 ulp δ is a few times band.cpp's (tests compare them). δ grows
+// Size. Undeclared, T = k doubles the summation count of band.cpp (γ_{4k+1} against γ_{2k+2}), adds
+// Tη to every m_j, and p = k splits add γ_k and Λ-terms: for fp64 with exp <= 1 ulp δ is a few
+// times band.cpp's (tests compare them). Declaring key_tile = t cuts Tη to (k/t)η, and tile sums
+// (sum_chunk = t) cut D from 2k to about t + 2k/t: at k = 16384, t = 128 the band narrows about
+// 100-fold; with terms added straight in (sum_chunk = 1) D stays near k and ρ dominates. δ grows
 // like k·u while observed errors grow like √k·u (Higham and Mary, "A new approach to probabilistic
 // rounding error analysis", SIAM J. Sci. Comput. 41 (2019)): a worst-case bound is looser on long
 // rows by about √k, and by the constant factors of the worst-case count.
@@ -109,31 +140,81 @@ double gamma_of(double n, double u) {
 
 void check_sizes(const RowTerms& t) {
   const std::size_t k = t.keys, columns = t.abs_v_max.size();
-  const bool per_key = t.abs_dot.size() == k && t.gap.size() == k && t.abs_bias.size() == k && t.weight.size() == k;
+  const bool per_key = t.abs_dot.size() == k && t.gap.size() == k && t.abs_bias.size() == k &&
+                       t.weight.size() == k && t.position.size() == k;
   const bool per_column = t.abs_y.size() == columns && t.abs_v_minus_y.size() == columns &&
                           std::all_of(t.abs_v_minus_y.begin(), t.abs_v_minus_y.end(),
                                       [k](const std::vector<double>& c) { return c.size() == k; });
   if (!per_key || !per_column) throw ContractError("tensor_row_bands: RowTerms vectors do not match keys and columns");
 }
 
+// The counts of "Counting": T (tiles, the exps of a key's chain), N_c (chunks joining the running
+// sums) and p (splits), for one row's key positions.
+struct Walk {
+  double tiles = 0, chunks = 0, splits = 1;
+};
+
+Walk walk_of(const RowTerms& t, const KernelStructure& s) {
+  const std::size_t k = t.keys;
+  Walk walk;
+  walk.splits = static_cast<double>(s.splits == 0 ? k : std::min(s.splits, k));
+  const double cuts = walk.splits - 1;
+  if (s.key_tile == 0 && !s.single_pass) {
+    walk.tiles = walk.chunks = static_cast<double>(k);
+    return walk;
+  }
+  // Tiles and chunks as (tile, chunk) index pairs; positions increase, so distinct pairs are runs.
+  const std::size_t tile = s.single_pass ? 0 : s.key_tile;  // 0: the whole row
+  std::size_t tiles = 0, chunks = 0;
+  std::size_t last_tile = 0, last_chunk = 0;
+  for (std::size_t n = 0; n < k; ++n) {
+    const std::size_t j = t.position[n];
+    const std::size_t this_tile = tile == 0 ? 0 : j / tile;
+    const std::size_t this_chunk = (tile == 0 ? j : j - this_tile * tile) / s.sum_chunk;
+    if (n == 0 || this_tile != last_tile) ++tiles, ++chunks;
+    else if (this_chunk != last_chunk) ++chunks;
+    last_tile = this_tile, last_chunk = this_chunk;
+  }
+  walk.tiles = std::min(static_cast<double>(tiles) + cuts, static_cast<double>(k));
+  walk.chunks = std::min(static_cast<double>(chunks) + cuts, static_cast<double>(k));
+  return walk;
+}
+
 }  // namespace
 
+std::string structure_error(const KernelStructure& s) {
+  if (s.sum_chunk == 0) return "sum_chunk: must be at least 1";
+  if (s.single_pass && s.key_tile != 0) return "key_tile: a single-pass kernel has no tiles (declare one or the other)";
+  if (s.sum_chunk > 1 && s.key_tile == 0 && !s.single_pass)
+    return "sum_chunk: needs key_tile or single_pass (in an undeclared tiling a tile may hold one key)";
+  if (s.key_tile != 0 && s.sum_chunk > s.key_tile) return "sum_chunk: must not exceed key_tile";
+  return "";
+}
+
 Result<Arithmetic, Error> arithmetic_profile(std::string_view name) {
-  if (name == "fp64") return Arithmetic{DType::fp64, DType::fp64, 1, false};
-  if (name == "fp32") return Arithmetic{DType::fp32, DType::fp32, 2, false};
-  if (name == "fp16") return Arithmetic{DType::fp16, DType::fp32, 2, true};
-  if (name == "bf16") return Arithmetic{DType::bf16, DType::fp32, 2, true};
+  if (name == "fp64") return Arithmetic{DType::fp64, DType::fp64, 1, false, {}};
+  if (name == "fp32") return Arithmetic{DType::fp32, DType::fp32, 2, false, {}};
+  if (name == "fp16") return Arithmetic{DType::fp16, DType::fp32, 2, true, {}};
+  if (name == "bf16") return Arithmetic{DType::bf16, DType::fp32, 2, true, {}};
   return Error{"unknown arithmetic profile '" + std::string(name) + "' (expected fp64, fp32, fp16 or bf16)"};
 }
 
 std::vector<double> tensor_row_bands(const RowTerms& t, const Arithmetic& arithmetic) {
   check_sizes(t);
+  if (const std::string error = structure_error(arithmetic.structure); !error.empty())
+    throw ContractError("tensor_row_bands: " + error);
   const std::size_t columns = t.abs_v_max.size();
   std::vector<double> bands(columns, 0.0);
   if (t.keys == 0) return bands;
   const Format compute = format_of(arithmetic.compute), storage = format_of(arithmetic.storage);
   const double u = compute.unit, lambda = compute.normal;
-  const double k = static_cast<double>(t.keys), tiles = k;  // the worst tiling: one key per tile
+  const double k = static_cast<double>(t.keys);
+  const Walk walk = walk_of(t, arithmetic.structure);
+  const double tiles = walk.tiles, splits = walk.splits;
+  const double chunk = arithmetic.structure.key_tile == 0 && !arithmetic.structure.single_pass
+                           ? 1.0
+                           : static_cast<double>(arithmetic.structure.sum_chunk);
+  const double depth = chunk - 1 + walk.chunks + tiles;  // D of Step 6
   const double sigma = t.scale;
   const bool converts = storage.unit < u;  // inputs finer than compute: one conversion each
   const bool output_rounds = storage.unit > u;
@@ -153,24 +234,32 @@ std::vector<double> tensor_row_bands(const RowTerms& t, const Arithmetic& arithm
 
   // Steps 3-5: argument bounds T_j, relative weight errors m_j, wm_j >= w_j m_j, M̄.
   const double eta = 2 * arithmetic.exp_ulps * u;
-  const double chain = tiles * -std::log1p(-eta);  // T η'
+  const double eta_prime = -std::log1p(-eta);
+  const double chain = tiles * eta_prime;  // T η'
+  // Step 7: the split terms (zero without splits).
+  const bool split = splits > 1;
+  const double Lambda = P + std::log(k) + 1 + g2 * P + chain;
+  const double log_terms = (2 * arithmetic.exp_ulps + 5) * u;
+  const double x_split = split ? eta_prime + log_terms * Lambda : 0.0;
+  const double x_common =
+      split ? eta_prime + gamma_of(splits, u) + log_terms * (Lambda + std::log(splits) + 1) : 0.0;
   const double g_piece = gamma_of(c_sigma + 4, u) + g2;
   std::vector<double> w_hi(t.keys), wm(t.keys);
   double M_bar = 0;
   for (std::size_t j = 0; j < t.keys; ++j) {
-    const double T = e[j] + g_piece * (R[j] + e[j] + P);
+    const double T = e[j] + g_piece * (R[j] + e[j] + P) + x_split;
     const double m = std::expm1(T + chain);
     w_hi[j] = std::fmin(t.weight[j], std::exp(-t.gap[j]));
     wm[j] = std::fmin(w_hi[j] * m, std::exp(T + chain - t.gap[j]));  // fmin drops the NaN of 0·inf
     M_bar += wm[j];
   }
   const bool usable = M_bar < 0.5;  // NaN-safe: an infinite or NaN M̄ falls back to the caps
-  const double low = std::exp(-g2 * P - chain);
+  const double low = std::exp(-g2 * P - chain - x_split - x_common);
 
-  // Step 6 and the result, per output column.
-  const double rho = (1 + gamma_of(2 * (k + tiles) + 1 + (converts ? 1 : 0), u)) *
-                         (1 + (arithmetic.weights_in_storage ? storage.unit : 0)) - 1;
-  const double flushes = k * (2 * tiles + 4) + 2 * tiles;
+  // Steps 6-7 and the result, per output column.
+  const double rho = (1 + gamma_of(2 * depth + 1 + (converts ? 1 : 0) + (split ? splits + 1 : 0), u)) *
+                         (1 + (arithmetic.weights_in_storage ? storage.unit : 0)) * std::exp(x_common) - 1;
+  const double flushes = k * (2 * tiles + 4) + 2 * tiles + (split ? 3 * splits : 0);
   const double sub_each =
       arithmetic.weights_in_storage ? storage.half_spacing * std::exp(chain) * (1 + rho) / low : 0.0;
   for (std::size_t c = 0; c < columns; ++c) {

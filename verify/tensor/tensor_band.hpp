@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -13,13 +14,37 @@
 
 namespace attn::verify {
 
+/// How a kernel walks a row's keys, as its author declares it. The default declares nothing: any
+/// tiling (one key per tile at worst), every term added straight into the running sums, any number
+/// of split partitions; that band holds for every correct kernel. A declaration narrows the band to
+/// kernels with exactly that structure (Steps 3, 4, 6 and 7 of the derivation in tensor_band.cpp).
+struct KernelStructure {
+  /// 0: any tiling. t: an online softmax over tiles of t consecutive key positions, [n·t, (n+1)·t)
+  /// (the last one possibly shorter), any order inside a tile and any order of tiles.
+  std::size_t key_tile = 0;
+  /// Terms (exps and products p·v) summed apart, in any order, in chunks of at most this many
+  /// consecutive positions of a tile before a chunk's sum joins the running sum or accumulator:
+  /// 1: each term straight in; key_tile: FlashAttention's tile sums; 16: an MMA's k. Needs key_tile
+  /// or single_pass (in any tiling a tile may hold one key).
+  std::size_t sum_chunk = 1;
+  /// One pass: the row's maximum first, then exps, sum and P·V with no rescale (T = 1).
+  bool single_pass = false;
+  /// Key partitions each with its own softmax, merged by their log-sum-exp (split-K,
+  /// flash-decoding): 1 none, p at most p, 0 any number.
+  std::size_t splits = 0;
+};
+
 /// The arithmetic a kernel is judged in.
 struct Arithmetic {
   DType storage = DType::fp32;      ///< inputs (exact in it) and the output (rounded to it)
   DType compute = DType::fp32;      ///< scores, exp, sums, accumulators
-  double exp_ulps = 2;              ///< exp accurate to this many ulps of `compute`
+  double exp_ulps = 2;              ///< exp (and log, when splits merge) accurate to this many ulps of `compute`
   bool weights_in_storage = false;  ///< P rounded to `storage` before P·V (FlashAttention fp16/bf16)
+  KernelStructure structure;        ///< declared tiling, summation and splits (default: any)
 };
+
+/// "" when `structure` is consistent, else what is wrong with it (naming the field).
+[[nodiscard]] std::string structure_error(const KernelStructure& structure);
 
 /// fp64 (compute fp64, exp <= 1 ulp), fp32 (compute fp32, exp <= 2 ulps), fp16 and bf16 (storage half,
 /// compute fp32, exp <= 2 ulps, output rounded to storage); the error names the profile.
@@ -28,6 +53,7 @@ struct Arithmetic {
 /// What δ depends on for one row (all exact quantities rounded in the safe direction by the caller).
 struct RowTerms {
   std::size_t keys = 0;         ///< keys taking part (k)
+  std::vector<std::size_t> position;  ///< per key: its position j in [0, S), increasing
   std::size_t E = 0;            ///< dot-product length
   std::vector<double> abs_dot;  ///< per key: Σ_c |q_c k_c| (upper bound)
   std::vector<double> gap;  ///< per key: (max score - score_j) >= 0, scores scaled and biased (lower bound)
@@ -43,7 +69,8 @@ struct RowTerms {
 /// δ for each output column of the row: a rigorous bound on |computed - exact| for any correct
 /// implementation in `arithmetic` (see the derivation), including the final rounding to storage.
 /// Empty terms (keys == 0) give zeros: a row with no key taking part is exactly zero.
-/// Throws ContractError when the per-key or per-column vectors do not match keys and the columns.
+/// Throws ContractError when the per-key or per-column vectors do not match keys and the columns,
+/// or when structure_error(arithmetic.structure) is not empty.
 [[nodiscard]] std::vector<double> tensor_row_bands(const RowTerms& terms, const Arithmetic& arithmetic);
 
 }  // namespace attn::verify

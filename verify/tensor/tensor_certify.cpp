@@ -152,6 +152,7 @@ std::string number(double x) {
 RowTerms band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure& e) {
   RowTerms t;
   t.keys = e.keys.size();
+  t.position = e.keys;
   t.E = p.E;
   t.abs_dot = e.abs_dots;
   t.scale = std::max(std::fabs(e.scale.lo), std::fabs(e.scale.hi));

@@ -53,14 +53,20 @@ enum class Scaling { scores, query_first, folded_exp2 };
 
 /// A kernel's choices (first group: freedoms a correct kernel takes; second: bugs).
 struct KernelChoices {
-  std::size_t tile = 0;  ///< keys per online-softmax tile; 0: the whole row in one tile
+  std::size_t tile = 0;  ///< keys per online-softmax tile, from position 0; 0: the whole row in one tile
   Scaling scaling = Scaling::scores;
   bool normalize_first = false;           ///< divide P by the sum before P·V (one tile only)
   double (*round_p)(double) = nullptr;    ///< P rounded before P·V (the sum keeps unrounded P)
   double (*round_out)(double) = nullptr;  ///< the output rounded at the end
+  /// 0: the sum by tile sums, P·V straight into the accumulator; c: both in chunks of c positions
+  /// summed apart, then joined (1: every term straight in; tile: tile sums).
+  std::size_t chunk = 0;
+  bool reverse = false;     ///< tiles last to first and keys last to first inside a chunk (FlashAttention 2's order)
+  std::size_t splits = 1;   ///< contiguous key partitions of ⌈S/splits⌉ positions merged by their LSE
   bool exp_in_fp16 = false;               ///< bug: exp's argument and result rounded to fp16
   bool sum_not_rescaled = false;          ///< bug: the running sum is not multiplied by α
   bool accumulate_in_fp16 = false;        ///< bug: the accumulator rounded to fp16 after each update
+  double (*round_alpha)(double) = nullptr;  ///< bug: the rescale factor rounded (to bf16, say)
 };
 
 /// Output [L, Ev] of the kernel described by `choices`, computed in T (float or double).
@@ -75,12 +81,68 @@ template <class T> std::vector<double> attention_kernel(const Head& h, const Ker
     if (choices.exp_in_fp16) return static_cast<T>(round_fp16(std::exp(static_cast<T>(round_fp16(x)))));
     return folded ? std::exp2(x) : std::exp(x);
   };
+  const auto accumulate = [&](T a) { return choices.accumulate_in_fp16 ? static_cast<T>(round_fp16(a)) : a; };
   std::vector<double> out(h.L * h.Ev, 0.0);
-  std::vector<T> score(h.S), p(h.S), acc(h.Ev);
+  std::vector<T> score(h.S), p(h.S), acc(h.Ev), part(h.Ev);
+  // One partition [begin, end): its running max m (in the scores' units), sum and accumulator.
+  struct Partial {
+    T m, sum;
+    std::vector<T> acc;
+  };
+  const bool raw = folded && h.bias.empty();
+  const auto run = [&](std::size_t begin, std::size_t end) {
+    T m = -inf, sum = 0;
+    std::fill(acc.begin(), acc.end(), T(0));
+    const std::size_t first_tile = begin / tile, tiles = end == begin ? 0 : (end - 1) / tile - first_tile + 1;
+    for (std::size_t n = 0; n < tiles; ++n) {
+      const std::size_t index = choices.reverse ? first_tile + tiles - 1 - n : first_tile + n;
+      const std::size_t start = std::max(begin, index * tile), stop = std::min(end, (index + 1) * tile);
+      T m_new = m;
+      for (std::size_t j = start; j < stop; ++j) m_new = std::max(m_new, score[j]);
+      if (m_new == -inf) continue;  // every key so far masked
+      // Rescale: FlashAttention forms (m_old - m_new)·factor; an empty history has α = 0.
+      T alpha = m == -inf ? T(0) : expo(raw ? (m - m_new) * factor : m - m_new);
+      if (choices.round_alpha) alpha = static_cast<T>(choices.round_alpha(alpha));
+      const T shift = raw ? m_new * factor : m_new;  // FMA residual form when raw
+      for (std::size_t j = start; j < stop; ++j)
+        p[j] = score[j] == -inf ? T(0) : expo(raw ? std::fma(score[j], factor, -shift) : score[j] - m_new);
+      const auto weight = [&](std::size_t j) {
+        const T pj = choices.round_p ? static_cast<T>(choices.round_p(p[j])) : p[j];
+        return choices.normalize_first ? pj / sum : pj;  // one tile: sum is complete when used
+      };
+      if (choices.chunk == 0) {
+        T tile_sum = 0;
+        for (std::size_t j = start; j < stop; ++j) tile_sum += p[j];
+        sum = choices.sum_not_rescaled ? sum + tile_sum : alpha * sum + tile_sum;
+        for (std::size_t c = 0; c < h.Ev; ++c) {
+          T a = accumulate(alpha * acc[c]);
+          for (std::size_t j = start; j < stop; ++j) a = accumulate(a + weight(j) * static_cast<T>(h.V[j * h.Ev + c]));
+          acc[c] = a;
+        }
+      } else {
+        if (!choices.sum_not_rescaled) sum = alpha * sum;
+        for (std::size_t c = 0; c < h.Ev; ++c) acc[c] = accumulate(alpha * acc[c]);
+        const std::size_t width = stop - start, chunks = (width + choices.chunk - 1) / choices.chunk;
+        for (std::size_t q = 0; q < chunks; ++q) {
+          const std::size_t from = start + q * choices.chunk, to = std::min(stop, from + choices.chunk);
+          T part_sum = 0;
+          std::fill(part.begin(), part.end(), T(0));
+          for (std::size_t r = 0; r < to - from; ++r) {
+            const std::size_t j = choices.reverse ? to - 1 - r : from + r;
+            part_sum += p[j];
+            for (std::size_t c = 0; c < h.Ev; ++c) part[c] += weight(j) * static_cast<T>(h.V[j * h.Ev + c]);
+          }
+          sum += part_sum;
+          for (std::size_t c = 0; c < h.Ev; ++c) acc[c] = accumulate(acc[c] + part[c]);
+        }
+      }
+      m = m_new;
+    }
+    return Partial{m, sum, acc};
+  };
   for (std::size_t i = 0; i < h.L; ++i) {
     // Scores in the kernel's units: natural (scores, query_first) or raw q·k (folded, no bias), or
     // log2 units (folded with a bias). -inf for a masked key.
-    const bool raw = folded && h.bias.empty();
     for (std::size_t j = 0; j < h.S; ++j) {
       T dot = 0;
       for (std::size_t c = 0; c < h.E; ++c) {
@@ -98,38 +160,37 @@ template <class T> std::vector<double> attention_kernel(const Head& h, const Ker
       else
         score[j] = dot * scale + b;
     }
-    T m = -inf, sum = 0;
-    std::fill(acc.begin(), acc.end(), T(0));
-    for (std::size_t start = 0; start < h.S; start += tile) {
-      const std::size_t end = std::min(h.S, start + tile);
-      T m_new = m;
-      for (std::size_t j = start; j < end; ++j) m_new = std::max(m_new, score[j]);
-      if (m_new == -inf) continue;  // every key so far masked
-      // Rescale: FlashAttention forms (m_old - m_new)·factor; an empty history has α = 0.
-      const T alpha = m == -inf ? T(0) : expo(raw ? (m - m_new) * factor : m - m_new);
-      const T shift = raw ? m_new * factor : m_new;  // FMA residual form when raw
-      T tile_sum = 0;
-      for (std::size_t j = start; j < end; ++j) {
-        p[j] = score[j] == -inf ? T(0) : expo(raw ? std::fma(score[j], factor, -shift) : score[j] - m_new);
-        tile_sum += p[j];
+    std::vector<T> y(h.Ev, T(0));
+    if (choices.splits <= 1) {
+      const Partial all = run(0, h.S);
+      for (std::size_t c = 0; c < h.Ev; ++c)
+        y[c] = all.m == -inf ? T(0) : choices.normalize_first ? all.acc[c] : all.acc[c] / all.sum;
+    } else {
+      // Flash-decoding: each partition's normalized output and LSE (in the exps' units: log2 when
+      // folded), then lse = M + log Σ exp(lse_p - M) and y = Σ exp(lse_p - lse) o_p.
+      const std::size_t width = (h.S + choices.splits - 1) / choices.splits;
+      std::vector<Partial> parts;
+      std::vector<T> lse;
+      for (std::size_t begin = 0; begin < h.S; begin += width) {
+        Partial part_ = run(begin, std::min(h.S, begin + width));
+        if (part_.m == -inf) continue;  // a partition with no key takes no part
+        const T m = raw ? part_.m * factor : part_.m;
+        lse.push_back(m + (folded ? std::log2(part_.sum) : std::log(part_.sum)));
+        parts.push_back(std::move(part_));
       }
-      sum = choices.sum_not_rescaled ? sum + tile_sum : alpha * sum + tile_sum;
-      for (std::size_t c = 0; c < h.Ev; ++c) {
-        T a = alpha * acc[c];
-        for (std::size_t j = start; j < end; ++j) {
-          const T pj = choices.round_p ? static_cast<T>(choices.round_p(p[j])) : p[j];
-          const T w = choices.normalize_first ? pj / sum : pj;  // one tile: sum is complete here
-          a += w * static_cast<T>(h.V[j * h.Ev + c]);
-          if (choices.accumulate_in_fp16) a = static_cast<T>(round_fp16(a));
+      if (!parts.empty()) {
+        const T M = *std::max_element(lse.begin(), lse.end());
+        T total = 0;
+        for (T l : lse) total += expo(l - M);
+        const T all = M + (folded ? std::log2(total) : std::log(total));
+        for (std::size_t n = 0; n < parts.size(); ++n) {
+          const T weight = expo(lse[n] - all);
+          for (std::size_t c = 0; c < h.Ev; ++c) y[c] += weight * (parts[n].acc[c] / parts[n].sum);
         }
-        acc[c] = a;
       }
-      m = m_new;
     }
-    for (std::size_t c = 0; c < h.Ev; ++c) {
-      T y = m == -inf ? T(0) : choices.normalize_first ? acc[c] : acc[c] / sum;
-      out[i * h.Ev + c] = choices.round_out ? choices.round_out(y) : static_cast<double>(y);
-    }
+    for (std::size_t c = 0; c < h.Ev; ++c)
+      out[i * h.Ev + c] = choices.round_out ? choices.round_out(y[c]) : static_cast<double>(y[c]);
   }
   return out;
 }
@@ -165,6 +226,7 @@ inline ExactRow exact_row(const Head& h, std::size_t i) {
     t.abs_bias.push_back(std::fabs(b));
   }
   t.keys = keys.size();
+  t.position = keys;
   t.E = h.E;
   t.scale = static_cast<double>(sigma) * up;
   t.scale_defaulted = h.scale_defaulted;

@@ -17,7 +17,12 @@ namespace {
 
 using namespace attn::testing_support;
 
-enum class Data { normal, large_gap, masked, explicit_scale };
+// Adversarial kinds besides N(0,1): ascending (row 0's scores rise with the key position, from 0
+// to 12, so every tile raises the maximum and every rescale is inexact; V all positive, so the sums
+// are biased and do not cancel); equal (every key the same vector: equal scores, ties at the row
+// maximum, V all positive); low_rank (K = Q's first row times N(0,1) factors: a rank-one score
+// matrix with a huge range, V positive).
+enum class Data { normal, large_gap, masked, explicit_scale, ascending, equal, low_rank };
 
 double identity(double x) { return x; }
 double to_float(double x) { return static_cast<float>(x); }
@@ -43,8 +48,32 @@ Head make_head(std::size_t L, std::size_t S, std::size_t E, DType storage, Data 
   h.L = L, h.S = S, h.E = E, h.Ev = 4;
   const double q_factor = data == Data::large_gap ? 40 : 1;
   for (std::size_t n = 0; n < L * E; ++n) h.Q.push_back(round(q_factor * normal(rng)));
-  for (std::size_t n = 0; n < S * E; ++n) h.K.push_back(round(normal(rng)));
-  for (std::size_t n = 0; n < S * h.Ev; ++n) h.V.push_back(round(normal(rng)));
+  std::uniform_real_distribution<double> positive(0.5, 1.5);
+  const double q0_norm2 = [&] {
+    double sum = 0;
+    for (std::size_t c = 0; c < E; ++c) sum += h.Q[c] * h.Q[c];
+    return std::max(sum, 1e-300);
+  }();
+  const std::vector<double> shared = [&] {
+    std::vector<double> k(E);
+    for (double& x : k) x = round(normal(rng));
+    return k;
+  }();
+  for (std::size_t j = 0; j < S; ++j) {
+    // ascending: k_j = a_j q_0 with q_0·k_j = a_j |q_0|^2 = 12 (j / S) √E, so the scaled score is 12 j/S.
+    const double a = 12 * static_cast<double>(j) / static_cast<double>(S) * std::sqrt(static_cast<double>(E)) / q0_norm2;
+    const double f = normal(rng);
+    for (std::size_t c = 0; c < E; ++c) {
+      switch (data) {
+        case Data::ascending: h.K.push_back(round(a * h.Q[c])); break;
+        case Data::equal: h.K.push_back(shared[c]); break;
+        case Data::low_rank: h.K.push_back(round(f * h.Q[c])); break;
+        default: h.K.push_back(round(normal(rng)));
+      }
+    }
+  }
+  const bool biased = data == Data::ascending || data == Data::equal || data == Data::low_rank;
+  for (std::size_t n = 0; n < S * h.Ev; ++n) h.V.push_back(round(biased ? positive(rng) : normal(rng)));
   if (data == Data::masked) {
     std::uniform_real_distribution<double> coin(0, 1);
     for (std::size_t n = 0; n < L * S; ++n) {
@@ -173,6 +202,128 @@ TEST(TensorBand, RoundingToHalfFormats) {
   EXPECT_TRUE(std::isinf(round_fp16(65520.0)));
   EXPECT_EQ(round_bf16(1 + 0x1.8p-8), 1 + 0x1p-7);
   EXPECT_EQ(round_bf16(0x1p-133), 0x1p-133);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Declared structure: a kernel with exactly the declared tiling, chunking and splits stays within
+// the declared band at every tile boundary and on adversarial data (ascending scores make every
+// rescale inexact); and the declaration narrows the band.
+
+struct Declared {
+  const char* name;
+  KernelStructure structure;
+  KernelChoices choices;  ///< the kernel with exactly that structure (round_p, round_out filled in)
+};
+
+std::vector<Declared> declared_kernels() {
+  return {
+      {"tile-16 direct", {.key_tile = 16, .sum_chunk = 1}, {.tile = 16, .chunk = 1}},
+      {"tile-16 tile-sums", {.key_tile = 16, .sum_chunk = 16}, {.tile = 16, .chunk = 16}},
+      {"tile-16 FlashAttention sum", {.key_tile = 16, .sum_chunk = 1}, {.tile = 16}},
+      {"tile-64 chunk-16 reversed", {.key_tile = 64, .sum_chunk = 16}, {.tile = 64, .chunk = 16, .reverse = true}},
+      {"tile-128 tile-sums reversed", {.key_tile = 128, .sum_chunk = 128}, {.tile = 128, .chunk = 128, .reverse = true}},
+      {"tile-1", {.key_tile = 1, .sum_chunk = 1}, {.tile = 1, .chunk = 1}},
+      {"single pass", {.sum_chunk = 1, .single_pass = true}, {.chunk = 1}},
+      {"single pass chunk-8", {.sum_chunk = 8, .single_pass = true}, {.chunk = 8, .reverse = true}},
+      {"split-3 tile-16", {.key_tile = 16, .sum_chunk = 16, .splits = 3}, {.tile = 16, .chunk = 16, .splits = 3}},
+      {"split-2 single pass", {.single_pass = true, .splits = 2}, {.chunk = 1, .splits = 2}},
+      {"split-5 folded", {.key_tile = 8, .sum_chunk = 1, .splits = 5},
+       {.tile = 8, .scaling = Scaling::folded_exp2, .chunk = 1, .splits = 5}},
+  };
+}
+
+template <class T> void expect_declared_within_band(const char* profile, Rounding p, Rounding out) {
+  Arithmetic arithmetic = arithmetic_profile(profile).value();
+  for (const Declared& d : declared_kernels()) {
+    arithmetic.structure = d.structure;
+    KernelChoices choices = d.choices;
+    choices.round_p = p, choices.round_out = out;
+    for (std::size_t S : {1, 2, 15, 16, 17, 63, 64, 65, 127, 128, 129, 300})
+      for (Data data : {Data::normal, Data::large_gap, Data::masked, Data::ascending, Data::equal, Data::low_rank}) {
+        const Head h = make_head(2, S, 16, arithmetic.storage, data, static_cast<unsigned>(S) + 7);
+        const std::string context = std::string(profile) + " " + d.name + " S=" + std::to_string(S) +
+                                    " data=" + std::to_string(int(data));
+        worst_usage(h, attention_kernel<T>(h, choices), arithmetic, true, context);
+        // The undeclared band holds for it too.
+        Arithmetic any = arithmetic;
+        any.structure = {};
+        worst_usage(h, attention_kernel<T>(h, choices), any, true, context + " (undeclared)");
+      }
+  }
+}
+
+TEST(TensorBand, DeclaredFp64KernelsWithinDeclaredBand) { expect_declared_within_band<double>("fp64", nullptr, nullptr); }
+TEST(TensorBand, DeclaredFp32KernelsWithinDeclaredBand) { expect_declared_within_band<float>("fp32", nullptr, nullptr); }
+TEST(TensorBand, DeclaredFp16KernelsWithinDeclaredBand) {
+  expect_declared_within_band<float>("fp16", round_fp16, round_fp16);
+}
+TEST(TensorBand, DeclaredBf16KernelsWithinDeclaredBand) {
+  expect_declared_within_band<float>("bf16", round_bf16, round_bf16);
+}
+
+TEST(TensorBand, StructureErrorsNameTheField) {
+  EXPECT_EQ(structure_error({}), "");
+  EXPECT_NE(structure_error({.sum_chunk = 0}).find("sum_chunk"), std::string::npos);
+  EXPECT_NE(structure_error({.key_tile = 16, .single_pass = true}).find("key_tile"), std::string::npos);
+  EXPECT_NE(structure_error({.sum_chunk = 16}).find("needs key_tile"), std::string::npos);
+  EXPECT_NE(structure_error({.key_tile = 8, .sum_chunk = 16}).find("exceed"), std::string::npos);
+  Arithmetic bad = arithmetic_profile("fp32").value();
+  bad.structure.sum_chunk = 0;
+  const Head h = make_head(1, 4, 4, DType::fp32, Data::normal, 1);
+  EXPECT_THROW((void)tensor_row_bands(exact_row(h, 0).terms, bad), ContractError);
+}
+
+// The declared band against the undeclared one on one N(0,1) row of 16384 keys (E = 64, fp32):
+// tile sums of 128 narrow it at least 10-fold; terms added straight in gain only the exp chain.
+TEST(TensorBand, DeclaredTilesNarrowTheBandAtLongRows) {
+  const Head h = make_head(1, 16384, 64, DType::fp32, Data::normal, 3);
+  const RowTerms terms = exact_row(h, 0).terms;
+  Arithmetic fp32 = arithmetic_profile("fp32").value();
+  const std::vector<double> any = tensor_row_bands(terms, fp32);
+  fp32.structure = {.key_tile = 128, .sum_chunk = 128, .splits = 1};
+  const std::vector<double> sums = tensor_row_bands(terms, fp32);
+  fp32.structure = {.key_tile = 128, .sum_chunk = 1, .splits = 1};
+  const std::vector<double> direct = tensor_row_bands(terms, fp32);
+  fp32.structure = {.sum_chunk = 1, .single_pass = true, .splits = 1};
+  const std::vector<double> single = tensor_row_bands(terms, fp32);
+  for (std::size_t c = 0; c < any.size(); ++c) {
+    std::printf("column %zu: undeclared/declared δ: tile sums %.1f, direct %.1f, single pass %.1f\n", c,
+                any[c] / sums[c], any[c] / direct[c], any[c] / single[c]);
+    EXPECT_GE(any[c] / sums[c], 10.0);
+    EXPECT_LT(direct[c], any[c]);
+    EXPECT_LE(sums[c], direct[c]);
+  }
+}
+
+// The two tiled bugs of the long-row table in FlashAttention-style kernels with key tile 128: a
+// rescale factor rounded to bf16 (tile sums), an fp16 accumulator rounded after each MMA-like
+// chunk of 16 keys. Declaring the structure raises their band usage at least 10-fold at every
+// length, and the certified band catches both at 1024 keys; at 4096 and more keys their errors
+// (N(0,1) data: few inexact rescales, errors that average out) are below the worst case of a
+// correct kernel with that structure, which only the statistical tier can tell apart.
+TEST(TensorBand, DeclaredTilesSharpenTheCertifiedVerdictOnTiledBugs) {
+  Arithmetic any = arithmetic_profile("fp32").value(), alpha_tiles = any, mma = any;
+  alpha_tiles.structure = {.key_tile = 128, .sum_chunk = 128, .splits = 1};
+  mma.structure = {.key_tile = 128, .sum_chunk = 16, .splits = 1};
+  struct Bug {
+    const char* name;
+    KernelChoices choices;
+    const Arithmetic* declared;
+  };
+  const Bug bugs[] = {{"rescale factor in bf16", {.tile = 128, .chunk = 128, .round_alpha = round_bf16}, &alpha_tiles},
+                      {"fp16 accumulator", {.tile = 128, .chunk = 16, .accumulate_in_fp16 = true}, &mma}};
+  for (std::size_t S : {1024, 4096, 16384})
+    for (const Bug& bug : bugs) {
+      const Head h = make_head(2, S, 64, DType::fp32, Data::normal, 5);
+      const std::vector<double> got = attention_kernel<float>(h, bug.choices);
+      const double declared = worst_usage(h, got, *bug.declared, false, "");
+      const double undeclared = worst_usage(h, got, any, false, "");
+      std::printf("S=%zu %s: worst |err|/δ %.3g declared, %.3g undeclared\n", S, bug.name, declared, undeclared);
+      EXPECT_GE(declared, 10 * undeclared);
+      if (S == 1024) {
+        EXPECT_GT(declared, 1.0);
+      }
+    }
 }
 
 // Not an assertion: |err|/δ of the straightforward fp32 kernel on N(0,1) data, E = 64. Measured
