@@ -1,6 +1,7 @@
 #include "tensor/tensor_band.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -111,6 +112,54 @@
 // rounding error analysis", SIAM J. Sci. Comput. 41 (2019)): a worst-case bound is looser on long
 // rows by about √k, and by the constant factors of the worst-case count.
 //
+// Statistical tier. Model S: the relative errors of the kernel's elementary operations, every
+// rounding of +, -, ×, /, fma and conversion (|δ| <= u, or u_s into storage), are independent
+// random variables with mean zero (Higham and Mary, "A new approach to probabilistic rounding error
+// analysis", SIAM J. Sci. Comput. 41 (2019), and Ipsen and Zhou, SIAM J. Sci. Comput. 42 (2020),
+// who use the same model: rounding errors of data that is not specially structured behave so in
+// their experiments; stochastic rounding makes it exact). Two things are not random under Model S:
+// an operation repeated on identical operands repeats its error, so operations the analysis cannot
+// tell apart are grouped into one block whose effect is the sum of its members' (keys with
+// overlapping dot-product enclosures share their score's roundings; keys with overlapping gaps,
+// widened by e_j, share their exponentials' arguments, p's rounding and the product p·v); and
+// everything common to many keys is kept at its worst case: every exp and exp2 (an exp's error is a
+// function of its argument, and rising scores, ALiBi, repeat arguments across tiles), the scale and
+// log2(e), the rescales, the split factors and the output's rounding to storage. Then ŷ = f(δ) with
+// f smooth on the cube of possible errors, and McDiarmid's inequality over the independent blocks
+// gives |f - E f| <= λ u √(Σ_r C_r²) with probability >= 1 - 2 exp(-λ²/2), C_r >= sup |∂f/∂δ_r|,
+// while |E f - y| is at most the worst-case parts plus the second-order terms (E δ = 0 removes the
+// first order). The report's λ makes 2 N exp(-λ²/2) = α for its N elements (union bound).
+// Coefficients (a_j := (w_j^hi + wm_j)(|v_j - y| + δ)(1 + ρ)/(1 - M̄) >= |ω_j (v_j - ŷ)| anywhere on
+// the cube, the first-order sensitivity of ŷ to key j's log-numerator):
+// Step S1 (scores, random). Key j's score has at most n_s := 3E + 2 roundings (E products, E - 1
+// additions, E conversions of k, the scale and the bias), each with coefficient <= u R_j a_j; its
+// argument at most 3 more (subtraction or fma residual, log2 units), <= u M_j a_j, M_j := R_j + e_j +
+// P. Q's roundings (conversion, scaling Q first or both by √σ: <= 3 per component c) are common to
+// all keys: by Minkowski √(Σ_c (Σ_j a_j σ |q_c k_jc|)²) <= Σ_j a_j σ ℓ2_j, ℓ2_j := √Σ_c (q_c k_jc)².
+//   V_S := Σ_{dot blocks B} n_s u² (Σ_B a_j R_j)² + Σ_{gap blocks B} 3 u² (Σ_B a_j M_j)² + 3 u² (Σ_j a_j σ ℓ2_j)².
+// Step S2 (worst-case parts of the weights). Own exps η' Σ_j a_j; scale, log2(e) and the rescale
+// arguments, whose sum over a key's chain is at most its gap, γ_{c_σ+4} Σ_j a_j (g_j^hi + 2e_j + |b_j| +
+// max|b|) + γ_2 2P W; the rescales (T - 1) η' W, where W >= |Σ_{j in B} ω_j (v_j - y)| over every
+// prefix B a rescale can follow: A/2 in any tiling (Σ_j w_j (v_j - y) = 0, so a prefix and its
+// complement cancel: A := Σ_j a_j), and with declared tiles (whole tiles before a rescale) half of
+// Σ_t |Σ_{j in t} w_j (v_j - y)|, plus one tile's Σ a_j when splits may cut a tile; splits x_split A.
+// Step S3 (sums, random). The accumulator's additions have coefficient |partial|/ℓ <= H (ω units):
+// in any tiling H := max(Σ_j (ω_j v_j)^+, Σ_j (ω_j v_j)^-) (any subset); with tiles a partial is
+// whole tiles in any order plus part of one: H := max(Σ_t b_t^+, Σ_t b_t^-) + max_t max(P_t^+, P_t^-),
+// b_t the tile's Σ ω_j v_j, P_t^± its positive and negative parts; inside chunks H_c := max_t max(P_t^±).
+// k - N_c additions inside chunks, N_c + T + 2p joins, rescale products and combine steps:
+//   V_acc := u² [(k - N_c) H_c² + (N_c + T + 2p) H²]; the sum ℓ likewise with Z_c := max_t Σ_t ω_j
+// and 1: its relative error multiplies ŷ, V_ℓ |y|²; the products p·v, conversions of v, divisions
+// before P·V and p's rounding to storage, per gap block: V_P := Σ_B (Σ_B ω_j |v_j|)² (3u² + u_s²).
+// Step S4 (second order, worst case). Σ_j a_j (expm1(x_j) - x_j), x_j := T_j + Tη' + x_split >= |log λ_j|;
+// (M̄/(1 - M̄) + ρ) times the certified spread; (γ_D' - D'u) times the certified magnitude.
+// Step S5. δ_S := λ √(V_S + V_acc + V_ℓ |y|² + V_P) + S2 + S4 + u|y| (the division) + x_common (|y| + δ)
+// + S_sub + U, then the output's rounding as in the certified band, and δ_S := min(δ_S, δ).
+// Step S6 (what it is worth). The √ terms grow like √k u and shrink with the weights' spread
+// (Σ a_j² against (Σ a_j)²), where the certified band grows like k u; the worst-case parts do not
+// grow with k except (T - 1) η' W, so in an undeclared tiling (T = k) the rescales still dominate at
+// long rows: declare key_tile to use the statistical tier there.
+//
 // Evaluating the bound. Inputs arrive rounded in the safe direction; the rest is computed in
 // round-to-nearest double on non-negative quantities (the subtraction 1 - M̄ is far from
 // cancelling since M̄ < 1/2), fewer than 8k + 64 roundings in any chain plus libm's exp, expm1 and
@@ -152,6 +201,8 @@ void check_sizes(const RowTerms& t) {
 // sums) and p (splits), for one row's key positions.
 struct Walk {
   double tiles = 0, chunks = 0, splits = 1;
+  double chunk_keys = 1;                 ///< the most keys in one chunk
+  std::vector<std::size_t> tile_of_key;  ///< per key: its tile (0, 1, ... in position order)
 };
 
 Walk walk_of(const RowTerms& t, const KernelStructure& s) {
@@ -159,25 +210,142 @@ Walk walk_of(const RowTerms& t, const KernelStructure& s) {
   Walk walk;
   walk.splits = static_cast<double>(s.splits == 0 ? k : std::min(s.splits, k));
   const double cuts = walk.splits - 1;
+  walk.tile_of_key.resize(k);
   if (s.key_tile == 0 && !s.single_pass) {
     walk.tiles = walk.chunks = static_cast<double>(k);
+    for (std::size_t n = 0; n < k; ++n) walk.tile_of_key[n] = n;
     return walk;
   }
   // Tiles and chunks as (tile, chunk) index pairs; positions increase, so distinct pairs are runs.
   const std::size_t tile = s.single_pass ? 0 : s.key_tile;  // 0: the whole row
-  std::size_t tiles = 0, chunks = 0;
+  std::size_t tiles = 0, chunks = 0, run = 0, longest = 0;
   std::size_t last_tile = 0, last_chunk = 0;
   for (std::size_t n = 0; n < k; ++n) {
     const std::size_t j = t.position[n];
     const std::size_t this_tile = tile == 0 ? 0 : j / tile;
     const std::size_t this_chunk = (tile == 0 ? j : j - this_tile * tile) / s.sum_chunk;
-    if (n == 0 || this_tile != last_tile) ++tiles, ++chunks;
-    else if (this_chunk != last_chunk) ++chunks;
+    if (n == 0 || this_tile != last_tile) {
+      ++tiles, ++chunks, run = 0;
+    } else if (this_chunk != last_chunk) {
+      ++chunks, run = 0;
+    }
+    longest = std::max(longest, ++run);
+    walk.tile_of_key[n] = tiles - 1;
     last_tile = this_tile, last_chunk = this_chunk;
   }
   walk.tiles = std::min(static_cast<double>(tiles) + cuts, static_cast<double>(k));
   walk.chunks = std::min(static_cast<double>(chunks) + cuts, static_cast<double>(k));
+  walk.chunk_keys = static_cast<double>(longest);
   return walk;
+}
+
+void check_statistical_sizes(const RowTerms& t) {
+  const std::size_t k = t.keys, columns = t.abs_v_max.size();
+  const bool per_key = t.weight_lo.size() == k && t.gap_hi.size() == k && t.dot_lo.size() == k &&
+                       t.dot_hi.size() == k && t.l2_dot.size() == k;
+  const bool per_column = t.v.size() == columns && t.y_lo.size() == columns && t.y_hi.size() == columns &&
+                          std::all_of(t.v.begin(), t.v.end(), [k](const std::vector<double>& c) { return c.size() == k; });
+  if (!per_key || !per_column)
+    throw ContractError("tensor_row_tier_bands: the statistical RowTerms vectors do not match keys and columns");
+}
+
+// The blocks of Model S: per key, its block among keys with overlapping dot-product enclosures
+// and among keys with overlapping gaps widened by e_j (single linkage over the sorted intervals),
+// and its tile.
+struct Blocks {
+  std::vector<std::size_t> dot, gap, tile;
+  std::size_t tiles = 0;
+  bool cut = false;  ///< splits may cut a tile
+};
+
+std::vector<std::size_t> link(const std::vector<double>& lo, const std::vector<double>& hi) {
+  std::vector<std::size_t> order(lo.size()), block(lo.size());
+  for (std::size_t j = 0; j < order.size(); ++j) order[j] = j;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return lo[a] < lo[b]; });
+  std::size_t id = 0;
+  double reach = -std::numeric_limits<double>::infinity();
+  for (std::size_t n = 0; n < order.size(); ++n) {
+    const std::size_t j = order[n];
+    if (n > 0 && !(lo[j] <= reach)) ++id;  // NaN-safe: an unordered pair starts a block
+    reach = n == 0 || !(lo[j] <= reach) ? hi[j] : std::max(reach, hi[j]);
+    block[j] = id;
+  }
+  return block;
+}
+
+Blocks blocks_of(const RowTerms& t, const std::vector<double>& e, const KernelStructure& s) {
+  Blocks b;
+  b.dot = link(t.dot_lo, t.dot_hi);
+  std::vector<double> lo(t.keys), hi(t.keys);
+  for (std::size_t j = 0; j < t.keys; ++j) lo[j] = t.gap[j] - 2 * e[j], hi[j] = t.gap_hi[j] + 2 * e[j];
+  b.gap = link(lo, hi);
+  const Walk walk = walk_of(t, s);
+  b.tile = walk.tile_of_key;
+  b.tiles = t.keys == 0 ? 0 : b.tile.back() + 1;
+  b.cut = walk.splits > 1;
+  return b;
+}
+
+// Σ over blocks of (Σ_{j in block} f(j))².
+template <typename F> double block_square_sum(const std::vector<std::size_t>& block, const F& f) {
+  std::size_t count = 0;
+  for (std::size_t id : block) count = std::max(count, id + 1);
+  std::vector<double> sums(count, 0.0);
+  for (std::size_t j = 0; j < block.size(); ++j) sums[block[j]] += f(j);
+  double total = 0;
+  for (double x : sums) total += x * x;
+  return total;
+}
+
+// The partial-sum bounds of Steps S2 and S3 for one output column (ω units, `slack` applied).
+struct ColumnSums {
+  double prefix_spread = 0;   ///< W: half of Σ_t |Σ_{j in t} w_j (v_j - y)| (+ a cut tile)
+  double H = 0, H_chunk = 0;  ///< |partial sums| of Σ ω_j v_j: any, and inside one tile
+  double Z_chunk = 0;         ///< Σ ω_j inside one tile
+  double product_blocks = 0;  ///< Σ over gap blocks of (Σ ω_j |v_j|)²
+};
+
+ColumnSums column_sums(const RowTerms& t, std::size_t c, const std::vector<double>& w_hi,
+                       const std::vector<double>& wm, const Blocks& b, double slack) {
+  struct Tile {
+    double spread_lo = 0, spread_hi = 0, spread_abs = 0, plus = 0, minus = 0, signed_lo = 0, signed_hi = 0,
+           weight = 0;
+  };
+  std::vector<Tile> tiles(b.tiles);
+  const double y_lo = t.y_lo[c], y_hi = t.y_hi[c];
+  for (std::size_t j = 0; j < t.keys; ++j) {
+    Tile& tile = tiles[b.tile[j]];
+    const double v = t.v[c][j], w_lo = t.weight_lo[j], w = w_hi[j], w_up = w_hi[j] + wm[j];
+    // w_j (v_j - y) over w in [w_lo, w], y in [y_lo, y_hi] (the extremes are at the corners).
+    const double d_lo = v - y_hi, d_hi = v - y_lo;
+    tile.spread_lo += std::min({w_lo * d_lo, w * d_lo, w_lo * d_hi, w * d_hi});
+    tile.spread_hi += std::max({w_lo * d_lo, w * d_lo, w_lo * d_hi, w * d_hi});
+    tile.spread_abs += w * std::max(std::fabs(d_lo), std::fabs(d_hi));
+    // ω_j v_j, computed weights anywhere in [w_lo, w + wm].
+    (v >= 0 ? tile.plus : tile.minus) += w_up * std::fabs(v);
+    tile.signed_lo += v >= 0 ? w_lo * v : w_up * v;
+    tile.signed_hi += v >= 0 ? w_up * v : w_lo * v;
+    tile.weight += w_up;
+  }
+  ColumnSums sums;
+  double spread = 0, biggest_tile = 0, plus = 0, minus = 0, inside = 0, all_plus = 0, all_minus = 0;
+  for (const Tile& tile : tiles) {
+    spread += std::max(std::fabs(tile.spread_lo), std::fabs(tile.spread_hi));
+    biggest_tile = std::max(biggest_tile, tile.spread_abs);
+    plus += std::max(tile.signed_hi, 0.0);
+    minus += std::max(-tile.signed_lo, 0.0);
+    inside = std::max(inside, std::max(tile.plus, tile.minus));
+    all_plus += tile.plus, all_minus += tile.minus;
+    sums.Z_chunk = std::max(sums.Z_chunk, tile.weight);
+  }
+  sums.prefix_spread = (spread / 2 + (b.cut ? biggest_tile : 0)) * slack;
+  // Any subset: the positive or the negative parts of all terms; whole tiles plus part of one.
+  sums.H = std::min(std::max(all_plus, all_minus), std::max(plus, minus) + inside) * slack;
+  sums.H_chunk = inside * slack;
+  sums.Z_chunk *= slack;
+  sums.product_blocks = block_square_sum(b.gap, [&](std::size_t j) { return (w_hi[j] + wm[j]) * std::fabs(t.v[c][j]); }) *
+                        slack * slack;
+  return sums;
 }
 
 }  // namespace
@@ -199,22 +367,33 @@ Result<Arithmetic, Error> arithmetic_profile(std::string_view name) {
   return Error{"unknown arithmetic profile '" + std::string(name) + "' (expected fp64, fp32, fp16 or bf16)"};
 }
 
+double statistical_lambda(double alpha, std::size_t elements) {
+  if (!(alpha > 0 && alpha < 1)) throw ContractError("statistical_lambda: alpha must be in (0, 1)");
+  const double n = static_cast<double>(std::max<std::size_t>(elements, 1));
+  return std::sqrt(2 * std::log(2 * n / alpha)) * kSafety;
+}
+
 std::vector<double> tensor_row_bands(const RowTerms& t, const Arithmetic& arithmetic) {
+  return tensor_row_tier_bands(t, arithmetic, std::nullopt).certified;
+}
+
+TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic, std::optional<double> lambda_s) {
   check_sizes(t);
   if (const std::string error = structure_error(arithmetic.structure); !error.empty())
     throw ContractError("tensor_row_bands: " + error);
+  if (lambda_s) check_statistical_sizes(t);
   const std::size_t columns = t.abs_v_max.size();
-  std::vector<double> bands(columns, 0.0);
-  if (t.keys == 0) return bands;
+  TierBands out;
+  out.certified.assign(columns, 0.0);
+  if (lambda_s) out.statistical.assign(columns, 0.0);
+  if (t.keys == 0) return out;
+  const KernelStructure& structure = arithmetic.structure;
   const Format compute = format_of(arithmetic.compute), storage = format_of(arithmetic.storage);
   const double u = compute.unit, lambda = compute.normal;
   const double k = static_cast<double>(t.keys);
-  const Walk walk = walk_of(t, arithmetic.structure);
+  const Walk walk = walk_of(t, structure);
   const double tiles = walk.tiles, splits = walk.splits;
-  const double chunk = arithmetic.structure.key_tile == 0 && !arithmetic.structure.single_pass
-                           ? 1.0
-                           : static_cast<double>(arithmetic.structure.sum_chunk);
-  const double depth = chunk - 1 + walk.chunks + tiles;  // D of Step 6
+  const double depth = walk.chunk_keys - 1 + walk.chunks + tiles;  // D of Step 6
   const double sigma = t.scale;
   const bool converts = storage.unit < u;  // inputs finer than compute: one conversion each
   const bool output_rounds = storage.unit > u;
@@ -244,30 +423,33 @@ std::vector<double> tensor_row_bands(const RowTerms& t, const Arithmetic& arithm
   const double x_common =
       split ? eta_prime + gamma_of(splits, u) + log_terms * (Lambda + std::log(splits) + 1) : 0.0;
   const double g_piece = gamma_of(c_sigma + 4, u) + g2;
-  std::vector<double> w_hi(t.keys), wm(t.keys);
+  std::vector<double> w_hi(t.keys), wm(t.keys), x(t.keys);
   double M_bar = 0;
   for (std::size_t j = 0; j < t.keys; ++j) {
     const double T = e[j] + g_piece * (R[j] + e[j] + P) + x_split;
-    const double m = std::expm1(T + chain);
+    x[j] = T + chain;
+    const double m = std::expm1(x[j]);
     w_hi[j] = std::fmin(t.weight[j], std::exp(-t.gap[j]));
-    wm[j] = std::fmin(w_hi[j] * m, std::exp(T + chain - t.gap[j]));  // fmin drops the NaN of 0·inf
+    wm[j] = std::fmin(w_hi[j] * m, std::exp(x[j] - t.gap[j]));  // fmin drops the NaN of 0·inf
     M_bar += wm[j];
   }
   const bool usable = M_bar < 0.5;  // NaN-safe: an infinite or NaN M̄ falls back to the caps
   const double low = std::exp(-g2 * P - chain - x_split - x_common);
 
   // Steps 6-7 and the result, per output column.
-  const double rho = (1 + gamma_of(2 * depth + 1 + (converts ? 1 : 0) + (split ? splits + 1 : 0), u)) *
-                         (1 + (arithmetic.weights_in_storage ? storage.unit : 0)) * std::exp(x_common) - 1;
+  const double depth_all = 2 * depth + 1 + (converts ? 1 : 0) + (split ? splits + 1 : 0);
+  const double rho =
+      (1 + gamma_of(depth_all, u)) * (1 + (arithmetic.weights_in_storage ? storage.unit : 0)) * std::exp(x_common) - 1;
   const double flushes = k * (2 * tiles + 4) + 2 * tiles + (split ? 3 * splits : 0);
   const double sub_each =
       arithmetic.weights_in_storage ? storage.half_spacing * std::exp(chain) * (1 + rho) / low : 0.0;
+  const Blocks blocks = lambda_s && usable ? blocks_of(t, e, structure) : Blocks{};
   for (std::size_t c = 0; c < columns; ++c) {
     const double v_max = t.abs_v_max[c], y = t.abs_y[c];
     const double U = 2 * flushes * lambda * (1 + v_max) / low;
     double delta = (1 + rho) * v_max + k * sub_each * v_max + U + y;  // the cap |ŷ| + |y|
+    double spread = 0, magnitude = 0, subnormal = 0;
     if (usable) {
-      double spread = 0, magnitude = 0, subnormal = 0;
       for (std::size_t j = 0; j < t.keys; ++j) {
         const double distance = t.abs_v_minus_y[c][j];
         const double v = std::min(v_max, distance + y);  // |v_j| <= |v_j - y| + |y|
@@ -277,10 +459,52 @@ std::vector<double> tensor_row_bands(const RowTerms& t, const Arithmetic& arithm
       }
       delta = std::min(delta, (spread + rho * magnitude) / (1 - M_bar) + subnormal + U);
     }
-    if (output_rounds) delta += storage.unit * (y + delta) + storage.half_spacing;
-    bands[c] = std::isnan(delta) ? std::numeric_limits<double>::infinity() : delta * kSafety;
+    double statistical = delta;
+    if (lambda_s && usable) {
+      // Steps S1-S5 (tensor_band.cpp's derivation, "Statistical tier").
+      const double slack = (1 + rho) / (1 - M_bar);
+      std::vector<double> a(t.keys);
+      double A = 0, common = 0, second = 0, l2_sum = 0, b_max = 0;
+      for (std::size_t j = 0; j < t.keys; ++j) b_max = std::max(b_max, t.abs_bias[j]);
+      for (std::size_t j = 0; j < t.keys; ++j) {
+        a[j] = (w_hi[j] + wm[j]) * (t.abs_v_minus_y[c][j] + delta) * slack;
+        A += a[j];
+        common += a[j] * (t.gap_hi[j] + 2 * e[j] + t.abs_bias[j] + b_max);
+        second += a[j] * (std::expm1(x[j]) - x[j]);
+        l2_sum += a[j] * sigma * t.l2_dot[j];
+      }
+      // S1: the random parts of the scores and arguments, by block.
+      const double n_s = 3 * static_cast<double>(t.E) + 2;
+      double V = 3 * u * u * l2_sum * l2_sum;
+      V += n_s * u * u * block_square_sum(blocks.dot, [&](std::size_t j) { return a[j] * R[j]; });
+      V += 3 * u * u * block_square_sum(blocks.gap, [&](std::size_t j) { return a[j] * (R[j] + e[j] + P); });
+      // S2: the worst-case parts; W bounds every prefix a rescale can follow.
+      const ColumnSums sums = column_sums(t, c, w_hi, wm, blocks, slack);
+      const double W = std::min(A / 2, sums.prefix_spread);
+      const double worst = eta_prime * A + gamma_of(c_sigma + 4, u) * common + g2 * 2 * P * W +
+                           (tiles - 1) * eta_prime * W + x_split * A;
+      // S3: the sums' roundings.
+      const double inside = k - walk.chunks, joins = walk.chunks + tiles + 2 * splits;
+      V += u * u * (inside * sums.H_chunk * sums.H_chunk + joins * sums.H * sums.H);
+      V += u * u * (inside * sums.Z_chunk * sums.Z_chunk + joins * slack * slack) * y * y;
+      const double u_p = arithmetic.weights_in_storage ? storage.unit : 0.0;
+      V += (3 * u * u + u_p * u_p) * sums.product_blocks;
+      // S4: second order.
+      second += (M_bar / (1 - M_bar) + rho) * spread + (gamma_of(depth_all, u) - depth_all * u) * magnitude;
+      statistical = *lambda_s * std::sqrt(V) + worst + second + u * y + x_common * (y + delta) + subnormal + U;
+      statistical = std::min(statistical, delta);
+    }
+    if (output_rounds) {
+      delta += storage.unit * (y + delta) + storage.half_spacing;
+      statistical += storage.unit * (y + statistical) + storage.half_spacing;
+    }
+    out.certified[c] = std::isnan(delta) ? std::numeric_limits<double>::infinity() : delta * kSafety;
+    if (lambda_s) {
+      statistical = std::min(statistical * kSafety, out.certified[c]);
+      out.statistical[c] = std::isnan(statistical) ? out.certified[c] : statistical;
+    }
   }
-  return bands;
+  return out;
 }
 
 }  // namespace attn::verify

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,9 +63,31 @@ struct RowTerms {
   std::vector<std::vector<double>> abs_v_minus_y;  ///< per output column c, per key: |v_jc - y_c| (upper bound)
   std::vector<double> abs_v_max;                   ///< per output column: max_j |v_jc|
   std::vector<double> abs_y;                       ///< per output column: |y_c| (upper bound)
+  // For the statistical tier only (tensor_row_tier_bands); the certified band does not read them.
+  std::vector<double> weight_lo;                   ///< per key: exact weight w_j (lower bound)
+  std::vector<double> gap_hi;                      ///< per key: max score - score_j (upper bound)
+  std::vector<double> dot_lo, dot_hi;              ///< per key: enclosure of q·k_j (groups equal dot products)
+  std::vector<double> l2_dot;                      ///< per key: √Σ_c (q_c k_jc)² (upper bound)
+  std::vector<std::vector<double>> v;              ///< per output column, per key: v_jc
+  std::vector<double> y_lo, y_hi;                  ///< per output column: enclosure of y_c
   double scale = 0;                                ///< |multiplier| (upper bound)
   bool scale_defaulted = true;  ///< the scale is 1/√E computed by the implementation (one more rounding)
 };
+
+/// Both tiers' δ per output column (the derivation of the statistical one: tensor_band.cpp, Steps S1-S6).
+struct TierBands {
+  std::vector<double> certified;    ///< tensor_row_bands: holds for every correct kernel
+  std::vector<double> statistical;  ///< holds except with probability <= 2·exp(-λ²/2) per element, under Model S;
+                                    ///< never above `certified`; empty when no λ was given
+};
+
+/// λ for a false-alarm probability `alpha` over `elements` elements: 2·elements·exp(-λ²/2) = alpha.
+[[nodiscard]] double statistical_lambda(double alpha, std::size_t elements);
+
+/// The certified band and, when `lambda` is given, the statistical one (which reads the statistical
+/// fields of RowTerms; ContractError when their sizes do not match).
+[[nodiscard]] TierBands tensor_row_tier_bands(const RowTerms& terms, const Arithmetic& arithmetic,
+                                              std::optional<double> lambda);
 
 /// δ for each output column of the row: a rigorous bound on |computed - exact| for any correct
 /// implementation in `arithmetic` (see the derivation), including the final rounding to storage.

@@ -33,8 +33,9 @@ constexpr int kDecades = 12;  // histogram bins as in report_svg.cpp: 0, 1e-12 .
 
 // What one row contributes to the report; merged in row order so threads do not change the result.
 struct RowOutcome {
-  std::vector<TensorFailure> failures;
-  std::vector<double> usages, plain_ratios;
+  std::vector<TensorFailure> failures;       // the deciding tier's
+  std::size_t other_failures = 0;            // the other tier's count
+  std::vector<double> usages, other_usages, plain_ratios;
   bool capped = false;
   bool fast = false;
   bool certified = false;
@@ -80,7 +81,7 @@ std::size_t output_index(const TensorProblem& p, std::size_t row, std::size_t c)
 
 TensorFailure failure_at(const TensorProblem& p, std::size_t row, std::size_t c, double got, const char* reason) {
   const RowIndex r = row_index(p, row);
-  return {{r.b, r.h, r.i, c}, got, {0, 0}, 0, std::fabs(got) / ulp_of(p.dtype, 0), kInf, reason};
+  return {{r.b, r.h, r.i, c}, got, {0, 0}, 0, 0, 0, std::fabs(got) / ulp_of(p.dtype, 0), kInf, reason};
 }
 
 // The whole-tensor checks of one row: every element finite; a row without keys exactly ±0.
@@ -99,39 +100,52 @@ void cheap_checks(const TensorProblem& p, std::span<const double> output, std::s
   }
 }
 
-// The exact check of one row with keys: enclose, band, refine to δ/1000, judge every element.
+// The exact check of one row with keys: enclose, band, refine to δ/1000 of the narrower tier,
+// judge every element against both tiers.
 void certify_row(const TensorProblem& p, std::span<const double> output, std::size_t row, const RowBands& bands,
-                 DType compute, RowOutcome& outcome) {
+                 const CertifyOptions& options, double lambda, RowOutcome& outcome) {
   // The fast double pass first; MPFI (from 64 bits) only when it is out of range or too wide.
   std::optional<RowEnclosure> fast = enclose_row_fast(p, row);
   const bool had_fast = fast.has_value();
   RowEnclosure enclosure = had_fast ? std::move(*fast) : enclose_row(p, row, 64);
-  std::vector<double> band = bands(row, enclosure);
+  const auto both = [&] {
+    TierBands b = bands(row, enclosure, lambda);
+    if (b.statistical.empty()) b.statistical = b.certified;
+    return b;
+  };
+  TierBands band = both();
   std::vector<double> targets(p.Ev);
-  for (std::size_t c = 0; c < p.Ev; ++c) targets[c] = band[c] / 1000;
+  for (std::size_t c = 0; c < p.Ev; ++c) targets[c] = std::min(band.certified[c], band.statistical[c]) / 1000;
   bool narrow = true;
   for (std::size_t c = 0; c < p.Ev; ++c) narrow = narrow && 2 * enclosure.fine[c].radius <= targets[c];
   if (!narrow) {
     enclosure = enclose_row(p, row, targets, {had_fast ? 64 : 128, 1024, false});
-    band = bands(row, enclosure);  // from the tighter enclosure; each is rigorous
+    band = both();  // from the tighter enclosure; each is rigorous
   }
   outcome.capped = enclosure.capped;
   outcome.fast = enclosure.fast;
   outcome.certified = true;
-  const std::vector<double> plain = plain_row(p, row, compute);
+  const std::vector<double> plain = plain_row(p, row, options.arithmetic.compute);
   const RowIndex r = row_index(p, row);
+  const bool by_certified = options.tier == Tier::certified;
+  const std::vector<double>& deciding = by_certified ? band.certified : band.statistical;
+  const std::vector<double>& other = by_certified ? band.statistical : band.certified;
   for (std::size_t c = 0; c < p.Ev; ++c) {
     const double got = output[output_index(p, row, c)];
     if (!std::isfinite(got)) continue;  // failed in cheap_checks
     const FineEnclosure& exact = enclosure.fine[c];
     const Distance d = distance_to(exact, got);
-    const double usage = d.lower == 0 ? 0 : band[c] > 0 ? d.lower / band[c] : kInf;
+    const auto usage_of = [&](double delta) { return d.lower == 0 ? 0 : delta > 0 ? d.lower / delta : kInf; };
+    const double usage = usage_of(deciding[c]), other_usage = usage_of(other[c]);
     outcome.usages.push_back(usage);
+    outcome.other_usages.push_back(other_usage);
     const double half_ulp = ulp_of(p.dtype, exact.head) / 2;
     outcome.plain_ratios.push_back(d.to_mid / std::max(distance_to(exact, plain[c]).to_mid, half_ulp));
+    if (other_usage > 1) ++outcome.other_failures;
     if (usage > 1) {
       const double ulps = d.to_mid / ulp_of(p.dtype, exact.head);
-      outcome.failures.push_back({{r.b, r.h, r.i, c}, got, enclosure.out[c], band[c], ulps, usage, "outside band"});
+      outcome.failures.push_back({{r.b, r.h, r.i, c}, got, enclosure.out[c], deciding[c], band.certified[c],
+                                  band.statistical[c], ulps, usage, "outside band"});
     }
   }
 }
@@ -161,16 +175,29 @@ RowTerms band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure&
   const std::size_t kv = kv_head_of(p, r.h);
   double top_lower = -kInf;  // the largest score is at least every score's lower end
   for (const Interval& s : e.scores) top_lower = std::max(top_lower, s.lo);
+  double top_upper = -kInf;
+  for (const Interval& s : e.scores) top_upper = std::max(top_upper, s.hi);
+  const double* q = p.query.data() + tensor_index(p, p.q_heads, p.L, p.E, r.b, r.h, r.i, 0);
   for (std::size_t k = 0; k < t.keys; ++k) {
     t.gap.push_back(std::max(0.0, next_down(top_lower - e.scores[k].hi)));
+    t.gap_hi.push_back(std::max(0.0, up_bound(top_upper - e.scores[k].lo)));
     t.abs_bias.push_back(std::fabs(additive_bias(p, r.b, r.h, r.i, e.keys[k])));
     t.weight.push_back(e.weights[k].hi);
+    t.weight_lo.push_back(std::max(0.0, e.weights[k].lo));
+    t.dot_lo.push_back(e.dots[k].lo);
+    t.dot_hi.push_back(e.dots[k].hi);
+    // √Σ_c (q_c k_jc)²: products and sum in double (relative error < (E + 2)·2^-53), rounded up.
+    const double* key = p.key.data() + tensor_index(p, p.kv_heads, p.S, p.E, r.b, kv, e.keys[k], 0);
+    double squares = 0;
+    for (std::size_t c = 0; c < p.E; ++c) squares += (q[c] * key[c]) * (q[c] * key[c]);
+    t.l2_dot.push_back(std::sqrt(squares) * (1 + 0x1p-30) + 0x1p-1000);
   }
   // |v_jc - y_c| for blocks of keys, key-major as the values are stored (v_j is Ev contiguous
   // doubles in either layout), then written out per column (RowTerms is column-major).
   t.abs_v_minus_y.resize(p.Ev);
   for (std::vector<double>& column : t.abs_v_minus_y) column.resize(t.keys);
   t.abs_v_max.assign(p.Ev, 0.0);
+  t.v.assign(p.Ev, std::vector<double>(t.keys));
   std::vector<double> lo(p.Ev), hi(p.Ev);
   for (std::size_t c = 0; c < p.Ev; ++c) lo[c] = e.out[c].lo, hi[c] = e.out[c].hi;
   constexpr std::size_t kBlock = 8;
@@ -183,6 +210,7 @@ RowTerms band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure&
       for (std::size_t c = 0; c < p.Ev; ++c) {
         distance[c] = up_bound(std::max(std::fabs(v[c] - lo[c]), std::fabs(v[c] - hi[c])));
         t.abs_v_max[c] = std::max(t.abs_v_max[c], std::fabs(v[c]));
+        t.v[c][first + b] = v[c];
       }
     }
     for (std::size_t c = 0; c < p.Ev; ++c) {
@@ -190,7 +218,11 @@ RowTerms band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure&
       for (std::size_t b = 0; b < count; ++b) column[b] = block[b * p.Ev + c];
     }
   }
-  for (std::size_t c = 0; c < p.Ev; ++c) t.abs_y.push_back(std::max(std::fabs(e.out[c].lo), std::fabs(e.out[c].hi)));
+  for (std::size_t c = 0; c < p.Ev; ++c) {
+    t.abs_y.push_back(std::max(std::fabs(e.out[c].lo), std::fabs(e.out[c].hi)));
+    t.y_lo.push_back(e.out[c].lo);
+    t.y_hi.push_back(e.out[c].hi);
+  }
   return t;
 }
 
@@ -219,8 +251,8 @@ std::vector<std::size_t> sample_rows(const TensorProblem& p, std::optional<std::
 
 TensorReport certify_tensor(const TensorProblem& problem, std::span<const double> output,
                             const CertifyOptions& options) {
-  return certify_tensor(problem, output, options, [&](std::size_t row, const RowEnclosure& enclosure) {
-    return tensor_row_bands(band_terms(problem, row, enclosure), options.arithmetic);
+  return certify_tensor(problem, output, options, [&](std::size_t row, const RowEnclosure& enclosure, double lambda) {
+    return tensor_row_tier_bands(band_terms(problem, row, enclosure), options.arithmetic, lambda);
   });
 }
 
@@ -229,24 +261,34 @@ TensorReport certify_tensor(const TensorProblem& p, std::span<const double> outp
   if (auto ok = validate(p); !ok) throw ContractError("certify_tensor: " + ok.error().message);
   const std::size_t total = p.batch * p.q_heads * p.L;
   if (output.size() != total * p.Ev) throw ContractError("certify_tensor: output size is not B·Hq·L·Ev");
+  if (!(options.alpha > 0 && options.alpha < 1)) throw ContractError("certify_tensor: alpha must be in (0, 1)");
+  const double lambda = statistical_lambda(options.alpha, total * p.Ev);
   std::vector<char> certify(total, 0);
   for (std::size_t row : sample_rows(p, options.rows, options.seed)) certify[row] = 1;
   std::vector<RowOutcome> outcomes(total);
   parallel_for(total, options.threads, [&](std::size_t row) {
     const bool empty = row_is_empty(p, row);
     cheap_checks(p, output, row, empty, outcomes[row]);
-    if (certify[row] && !empty) certify_row(p, output, row, bands, options.arithmetic.compute, outcomes[row]);
+    if (certify[row] && !empty) certify_row(p, output, row, bands, options, lambda, outcomes[row]);
   });
   TensorReport report;
+  report.tier = options.tier;
+  report.alpha = options.alpha;
+  report.lambda = lambda;
   report.rows_total = total;
   report.usage_histogram.assign(kDecades + 2, 0);
-  double usage_sum = 0, plain_sum = 0;
+  double usage_sum = 0, plain_sum = 0, other_sum = 0, other_max = 0;
+  std::size_t other_failures = 0;
   for (std::size_t row = 0; row < total; ++row) {
     RowOutcome& o = outcomes[row];
     report.rows_checked += certify[row] ? 1 : 0;
     report.capped_rows += o.capped ? 1 : 0;
     report.fast_rows += o.fast ? 1 : 0;
     report.failure_count += o.failures.size();
+    // The cheap checks fail both tiers; "outside band" failures of the other tier are counted apart.
+    for (const TensorFailure& f : o.failures) other_failures += f.reason != "outside band" ? 1 : 0;
+    other_failures += o.other_failures;
+    for (double u : o.other_usages) other_sum += u, other_max = std::max(other_max, u);
     for (TensorFailure& f : o.failures) report.failures.push_back(std::move(f));
     for (double u : o.usages) {
       usage_sum += u;
@@ -267,6 +309,11 @@ TensorReport certify_tensor(const TensorProblem& p, std::span<const double> outp
   std::sort(report.failures.begin(), report.failures.end(), worse);
   if (report.failures.size() > options.max_failures) report.failures.resize(options.max_failures);
   report.passed = report.failure_count == 0;
+  TierVerdict deciding{report.passed, report.failure_count, report.max_band_usage, report.mean_band_usage};
+  TierVerdict other{other_failures == 0, other_failures, other_max,
+                    report.elements_certified ? other_sum / static_cast<double>(report.elements_certified) : 0.0};
+  report.certified = options.tier == Tier::certified ? deciding : other;
+  report.statistical = options.tier == Tier::certified ? other : deciding;
   return report;
 }
 
@@ -279,7 +326,14 @@ std::string TensorReport::summary() const {
            number(f.got) + ", exact in [" + number(f.exact.lo) + ", " + number(f.exact.hi) + "], band " +
            number(f.band) + ", " + number(f.ulps) + " ulps";
   }
+  out += std::string("; decided by the ") + (tier == Tier::certified ? "certified" : "statistical") + " tier";
   out += "; band usage max " + number(max_band_usage) + ", mean " + number(mean_band_usage);
+  const auto tier_text = [](const std::string& name, const TierVerdict& v) {
+    return std::string("; ") + name + (v.passed ? " passed" : " FAILED (" + std::to_string(v.failure_count) + ")") +
+           ", usage max " + number(v.max_band_usage);
+  };
+  out += tier_text("certified", certified);
+  out += tier_text("statistical (alpha " + number(alpha) + ", lambda " + number(lambda) + ")", statistical);
   out += "; " + std::to_string(rows_checked) + " of " + std::to_string(rows_total) + " rows certified (" +
          std::to_string(elements_certified) + " elements), every element checked finite and masked rows zero";
   if (capped_rows) out += "; " + std::to_string(capped_rows) + " row(s) at the precision cap";

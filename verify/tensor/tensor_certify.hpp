@@ -24,17 +24,32 @@ struct TensorFailure {
   std::array<std::size_t, 4> index{};  ///< (b, h, i, c)
   double got = 0;
   Interval exact;      ///< the oracle's enclosure ([0, 0] in a fully masked row)
-  double band = 0;     ///< δ (0 in a fully masked row: it must be exactly zero)
+  double band = 0;     ///< δ of the deciding tier (0 in a fully masked row: it must be exactly zero)
+  double certified_band = 0, statistical_band = 0;  ///< both tiers' δ
   double ulps = 0;     ///< |got - exact| in ulps of the storage format at |exact|
   double usage = 0;    ///< |got - exact| / δ (+inf for NaN, Inf and masked-row failures)
   std::string reason;  ///< "outside band", "NaN", "Inf", "masked row not zero", "NaN in a fully masked row"
 };
 
+/// Which band decides `passed`: the certified one (a failure proves a bug for the declared
+/// arithmetic) or the statistical one (a failure is evidence at false-alarm probability alpha).
+enum class Tier { certified, statistical };
+
+/// One tier's verdict.
+struct TierVerdict {
+  bool passed = true;
+  std::size_t failure_count = 0;  ///< elements outside this tier's band (plus the cheap-check failures)
+  double max_band_usage = 0, mean_band_usage = 0;
+};
+
 /// The verdict on one output tensor.
 struct TensorReport {
-  bool passed = true;
-  std::vector<TensorFailure> failures;       ///< worst first (usage, then index), at most max_failures kept
-  std::size_t failure_count = 0;             ///< all failures, kept or not
+  bool passed = true;                        ///< the deciding tier's verdict
+  Tier tier = Tier::certified;               ///< the deciding tier
+  TierVerdict certified, statistical;        ///< both tiers
+  double alpha = 0, lambda = 0;              ///< the statistical tier's false-alarm probability and its λ
+  std::vector<TensorFailure> failures;       ///< the deciding tier's, worst first (usage, then index), at most max_failures kept
+  std::size_t failure_count = 0;             ///< all failures of the deciding tier, kept or not
   double max_band_usage = 0;                 ///< |got - exact| / δ over certified elements (distance to the
   double mean_band_usage = 0;                ///< enclosure, so exact up to its width, <= δ/1000)
   std::vector<std::size_t> usage_histogram;  ///< 0, decades [1e-12, 1e-11) .. [0.1, 1], then > 1
@@ -56,10 +71,13 @@ struct CertifyOptions {
   std::uint64_t seed = 0;           ///< of the sample
   unsigned threads = 0;             ///< 0: std::thread::hardware_concurrency()
   std::size_t max_failures = 100;   ///< failures kept in the report
+  Tier tier = Tier::certified;      ///< the tier that decides `passed`
+  double alpha = 1e-9;              ///< the statistical tier's false-alarm probability for the whole report
 };
 
-/// δ for each output column of one row, from its enclosure.
-using RowBands = std::function<std::vector<double>(std::size_t row, const RowEnclosure& enclosure)>;
+/// Both tiers' δ for each output column of one row, from its enclosure and the statistical λ (an
+/// empty `statistical` means the same as `certified`).
+using RowBands = std::function<TierBands(std::size_t row, const RowEnclosure& enclosure, double lambda)>;
 
 /// The quantities the band needs, from a row's enclosure (each rounded in the safe direction).
 [[nodiscard]] RowTerms band_terms(const TensorProblem& problem, std::size_t row, const RowEnclosure& enclosure);

@@ -223,6 +223,14 @@ inline ExactRow exact_row(const Head& h, std::size_t i) {
     keys.push_back(j);
     s.push_back(sigma * dot + b);
     t.abs_dot.push_back(static_cast<double>(abs_dot) * up);
+    Q128 squares = 0;
+    for (std::size_t c = 0; c < h.E; ++c) {
+      const Q128 product = static_cast<Q128>(h.Q[i * h.E + c]) * h.K[j * h.E + c];
+      squares += product * product;
+    }
+    t.l2_dot.push_back(static_cast<double>(sqrtq(squares)) * up + 0x1p-1000);
+    t.dot_lo.push_back(static_cast<double>(dot) * (dot > 0 ? down : up) - 0x1p-1000);
+    t.dot_hi.push_back(static_cast<double>(dot) * (dot > 0 ? up : down) + 0x1p-1000);
     t.abs_bias.push_back(std::fabs(b));
   }
   t.keys = keys.size();
@@ -234,6 +242,9 @@ inline ExactRow exact_row(const Head& h, std::size_t i) {
   t.abs_v_minus_y.assign(h.Ev, {});
   t.abs_v_max.assign(h.Ev, 0.0);
   t.abs_y.assign(h.Ev, 0.0);
+  t.v.assign(h.Ev, {});
+  t.y_lo.assign(h.Ev, 0.0);
+  t.y_hi.assign(h.Ev, 0.0);
   if (keys.empty()) return row;
   const Q128 top = *std::max_element(s.begin(), s.end());
   Q128 total = 0;
@@ -242,7 +253,9 @@ inline ExactRow exact_row(const Head& h, std::size_t i) {
   for (std::size_t t_ = 0; t_ < keys.size(); ++t_) {
     w[t_] /= total;
     t.gap.push_back(std::max(0.0, static_cast<double>(top - s[t_]) * down));
+    t.gap_hi.push_back(static_cast<double>(top - s[t_]) * up + 0x1p-1000);
     t.weight.push_back(static_cast<double>(w[t_]) * up + 0x1p-1074);
+    t.weight_lo.push_back(static_cast<double>(w[t_]) * down);
   }
   for (std::size_t c = 0; c < h.Ev; ++c) {
     for (std::size_t key : keys) t.abs_v_max[c] = std::max(t.abs_v_max[c], std::fabs(h.V[key * h.Ev + c]));
@@ -253,8 +266,11 @@ inline ExactRow exact_row(const Head& h, std::size_t i) {
     for (std::size_t t_ = 0; t_ < keys.size(); ++t_) {
       const double v = h.V[keys[t_] * h.Ev + c];
       t.abs_v_minus_y[c].push_back(static_cast<double>(fabsq(v - y)) * up + slack);
+      t.v[c].push_back(v);
     }
     t.abs_y[c] = static_cast<double>(fabsq(y)) * up + slack;
+    t.y_lo[c] = static_cast<double>(y) - static_cast<double>(fabsq(y)) * 0x1p-50 - slack;
+    t.y_hi[c] = static_cast<double>(y) + static_cast<double>(fabsq(y)) * 0x1p-50 + slack;
   }
   return row;
 }

@@ -91,18 +91,23 @@ struct Variant {
 };
 
 // The largest |err|/δ over the head's outputs; every element beyond δ is reported (when `expect_inside`).
+// λ of the statistical tier in these tests: alpha = 1e-9 over a million elements.
+const double kLambda = statistical_lambda(1e-9, 1000000);
+
 double worst_usage(const Head& h, const std::vector<double>& got, const Arithmetic& arithmetic, bool expect_inside,
-                   const std::string& context) {
+                   const std::string& context, bool statistical = false) {
   double worst = 0;
   for (std::size_t i = 0; i < h.L; ++i) {
     const ExactRow exact = exact_row(h, i);
-    const std::vector<double> band = tensor_row_bands(exact.terms, arithmetic);
+    const TierBands bands =
+        tensor_row_tier_bands(exact.terms, arithmetic, statistical ? std::optional(kLambda) : std::nullopt);
+    const std::vector<double>& band = statistical ? bands.statistical : bands.certified;
     for (std::size_t c = 0; c < h.Ev; ++c) {
       const double err = static_cast<double>(fabsq(got[i * h.Ev + c] - exact.y[c]));
       const double usage = err / band[c];
       worst = std::max(worst, std::isnan(usage) ? HUGE_VAL : usage);
       if (expect_inside && !(err <= band[c])) {
-        ADD_FAILURE() << context << ": row " << i << " column " << c << " got " << got[i * h.Ev + c] << " exact "
+        ADD_FAILURE() << context << (statistical ? " (statistical)" : "") << ": row " << i << " column " << c << " got " << got[i * h.Ev + c] << " exact "
                       << static_cast<double>(exact.y[c]) << " |err| " << err << " > δ " << band[c];
         return worst;
       }
@@ -123,7 +128,9 @@ void expect_within_band(const char* profile, const std::vector<Variant>& variant
             const std::string context = std::string(profile) + " " + v.name + " S=" + std::to_string(S) +
                                         " E=" + std::to_string(E) + " data=" + std::to_string(int(data)) +
                                         " seed=" + std::to_string(seed);
-            worst_usage(h, attention_kernel<T>(h, v.choices), arithmetic, true, context);
+            const std::vector<double> got = attention_kernel<T>(h, v.choices);
+            worst_usage(h, got, arithmetic, true, context);
+            worst_usage(h, got, arithmetic, true, context, true);
           }
         }
 }
@@ -243,11 +250,14 @@ template <class T> void expect_declared_within_band(const char* profile, Roundin
         const Head h = make_head(2, S, 16, arithmetic.storage, data, static_cast<unsigned>(S) + 7);
         const std::string context = std::string(profile) + " " + d.name + " S=" + std::to_string(S) +
                                     " data=" + std::to_string(int(data));
-        worst_usage(h, attention_kernel<T>(h, choices), arithmetic, true, context);
-        // The undeclared band holds for it too.
+        const std::vector<double> got = attention_kernel<T>(h, choices);
+        // Both tiers, declared and undeclared (the undeclared band holds for every structure).
         Arithmetic any = arithmetic;
         any.structure = {};
-        worst_usage(h, attention_kernel<T>(h, choices), any, true, context + " (undeclared)");
+        for (bool statistical : {false, true}) {
+          worst_usage(h, got, arithmetic, true, context, statistical);
+          worst_usage(h, got, any, true, context + " (undeclared)", statistical);
+        }
       }
   }
 }
@@ -324,6 +334,39 @@ TEST(TensorBand, DeclaredTilesSharpenTheCertifiedVerdictOnTiledBugs) {
         EXPECT_GT(declared, 1.0);
       }
     }
+}
+
+// The statistical tier's power at long rows, with key_tile 128 (tile sums) declared: the tiled
+// bugs (rescale factor in bf16, accumulator in fp16, P in bf16 before P·V, exp in fp16) fail it at
+// 1024, 4096 and 16384 keys, while the correct kernel with that structure uses under 1% of it.
+// Undeclared, the statistical band is still dominated by k worst-case rescales (Step S6).
+TEST(TensorBand, StatisticalTierCatchesTiledBugsAtLongRowsWhenTilesAreDeclared) {
+  Arithmetic any = arithmetic_profile("fp32").value(), tiles = any;
+  tiles.structure = {.key_tile = 128, .sum_chunk = 128, .splits = 1};
+  struct Bug {
+    const char* name;
+    KernelChoices choices;
+  };
+  const Bug bugs[] = {{"rescale factor in bf16", {.tile = 128, .chunk = 128, .round_alpha = round_bf16}},
+                      {"accumulator in fp16", {.tile = 128, .chunk = 128, .accumulate_in_fp16 = true}},
+                      {"P in bf16", {.tile = 128, .round_p = round_bf16, .chunk = 128}},
+                      {"exp in fp16", {.tile = 128, .chunk = 128, .exp_in_fp16 = true}}};
+  for (std::size_t S : {1024, 4096, 16384}) {
+    const Head h = make_head(2, S, 64, DType::fp32, Data::normal, 5);
+    const double correct = worst_usage(h, attention_kernel<float>(h, {.tile = 128, .chunk = 128}), tiles, true, "", true);
+    std::printf("S=%zu correct: statistical usage %.3g\n", S, correct);
+    EXPECT_LT(correct, 0.01);
+    for (const Bug& bug : bugs) {
+      const std::vector<double> got = attention_kernel<float>(h, bug.choices);
+      const double statistical = worst_usage(h, got, tiles, false, "", true);
+      const double certified = worst_usage(h, got, tiles, false, "");
+      const double undeclared = worst_usage(h, got, any, false, "", true);
+      std::printf("S=%zu %s: statistical %.3g, certified %.3g, statistical undeclared %.3g\n", S, bug.name,
+                  statistical, certified, undeclared);
+      EXPECT_GT(statistical, 1.0) << bug.name << " S=" << S;
+      EXPECT_GT(statistical, 4 * certified);
+    }
+  }
 }
 
 // Not an assertion: |err|/δ of the straightforward fp32 kernel on N(0,1) data, E = 64. Measured

@@ -51,7 +51,9 @@ std::size_t at(const TensorProblem& p, std::size_t b, std::size_t h, std::size_t
 }
 
 // A fixed band, so verdicts here do not depend on the band's derivation.
-const RowBands kFixedBand = [](std::size_t, const RowEnclosure& e) { return std::vector<double>(e.out.size(), 1e-6); };
+const RowBands kFixedBand = [](std::size_t, const RowEnclosure& e, double) {
+  return TierBands{std::vector<double>(e.out.size(), 1e-6), {}};
+};
 
 TEST(TensorCertify, RoundedExactResultPasses) {
   const TensorProblem p = problem(DType::fp32);
