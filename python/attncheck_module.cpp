@@ -73,14 +73,44 @@ TensorProblem make_problem(const Array& query, const Array& key, const Array& va
 
 py::tuple failure_tuple(const attn::verify::TensorFailure& f) {
   return py::make_tuple(py::make_tuple(f.index[0], f.index[1], f.index[2], f.index[3]), f.got, f.exact.lo, f.exact.hi,
-                        f.band, f.ulps, f.usage, f.reason);
+                        f.band, f.ulps, f.usage, f.reason, f.certified_band, f.statistical_band);
+}
+
+py::dict verdict_dict(const attn::verify::TierVerdict& v) {
+  py::dict d;
+  d["passed"] = v.passed;
+  d["failure_count"] = v.failure_count;
+  d["max_band_usage"] = v.max_band_usage;
+  d["mean_band_usage"] = v.mean_band_usage;
+  return d;
+}
+
+// The declared structure from the keyword arguments (ValueError naming the one at fault).
+attn::verify::KernelStructure structure_of(std::optional<std::size_t> key_tile, std::optional<std::size_t> sum_chunk,
+                                           bool single_pass, std::optional<std::size_t> splits, bool ordered) {
+  attn::verify::KernelStructure s;
+  if (key_tile) {
+    require(*key_tile >= 1, "key_tile: must be at least 1 (None: any tiling)");
+    s.key_tile = *key_tile;
+  }
+  s.single_pass = single_pass;
+  s.ordered = ordered;
+  if (sum_chunk) s.sum_chunk = *sum_chunk;
+  if (splits) {
+    require(*splits >= 1, "splits: must be at least 1 (None: any number)");
+    s.splits = *splits;
+  }
+  if (const std::string error = attn::verify::structure_error(s); !error.empty()) throw py::value_error(error);
+  return s;
 }
 
 py::dict certify(const Array& out, const Array& query, const Array& key, const Array& value,
                  const std::optional<Array>& mask, const std::string& mask_kind, const std::string& causal,
                  std::optional<double> scale, const std::vector<std::size_t>& key_lengths,
                  const std::string& precision, std::optional<double> exp_ulps, std::optional<bool> weights_in_storage,
-                 std::optional<std::size_t> rows, std::uint64_t seed, std::size_t max_failures) {
+                 std::optional<std::size_t> rows, std::uint64_t seed, const std::string& tier, double alpha,
+                 std::optional<std::size_t> key_tile, std::optional<std::size_t> sum_chunk, bool single_pass,
+                 std::optional<std::size_t> splits, bool ordered, std::size_t max_failures) {
   auto arithmetic = attn::verify::arithmetic_profile(precision);
   if (!arithmetic) throw py::value_error("precision: " + arithmetic.error().message);
   attn::verify::CertifyOptions options;
@@ -90,6 +120,11 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
     options.arithmetic.exp_ulps = *exp_ulps;
   }
   if (weights_in_storage) options.arithmetic.weights_in_storage = *weights_in_storage;
+  options.arithmetic.structure = structure_of(key_tile, sum_chunk, single_pass, splits, ordered);
+  require(tier == "certified" || tier == "statistical", "tier: must be \"certified\" or \"statistical\"");
+  options.tier = tier == "certified" ? attn::verify::Tier::certified : attn::verify::Tier::statistical;
+  require(alpha > 0 && alpha < 1, "alpha: must be in (0, 1)");
+  options.alpha = alpha;
   options.rows = rows;
   options.seed = seed;
   options.max_failures = max_failures;
@@ -121,6 +156,9 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
   result["max_plain_ratio"] = report.max_plain_ratio;
   result["mean_plain_ratio"] = report.mean_plain_ratio;
   result["summary"] = report.summary();
+  result["certified"] = verdict_dict(report.certified);
+  result["statistical"] = verdict_dict(report.statistical);
+  result["lambda"] = report.lambda;
   return result;
 }
 
@@ -131,7 +169,9 @@ PYBIND11_MODULE(_attncheck, m) {
   m.def("certify", &certify, py::arg("out"), py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(),
         py::arg("mask"), py::arg("mask_kind"), py::arg("causal"), py::arg("scale"), py::arg("key_lengths"),
         py::arg("precision"), py::arg("exp_ulps"), py::arg("weights_in_storage"), py::arg("rows"), py::arg("seed"),
-        py::arg("max_failures") = 100,
+        py::arg("tier") = "certified", py::arg("alpha") = 1e-9, py::arg("key_tile") = py::none(),
+        py::arg("sum_chunk") = py::none(), py::arg("single_pass") = false, py::arg("splits") = py::none(),
+        py::arg("ordered") = false, py::arg("max_failures") = 100,
         "Certifies out ([B, Hq, L, Ev]) for query/key/value ([B, H, *, *]), float64 arrays holding exact values; "
         "returns the report as a dict. ValueError names the argument at fault.");
 }

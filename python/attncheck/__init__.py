@@ -23,14 +23,15 @@ import numpy as np
 from . import _attncheck
 from ._inputs import ALIGNMENTS, PRECISION_OF_DTYPE, PRECISIONS, as_exact_array, check_int, check_shapes
 from ._inputs import mask_to_rank4, to_rank4
-from ._report import Failure, Report
+from ._report import Failure, Report, Verdict
 
-__all__ = ["check_attention", "assert_attention_close", "Report", "Failure", "conformance", "strategies"]
+__all__ = ["check_attention", "assert_attention_close", "Report", "Failure", "Verdict", "conformance", "strategies"]
 
 
 def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, causal_alignment="top-left",
                     scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
-                    weights_in_storage=None, rows=None, seed=0) -> Report:
+                    weights_in_storage=None, rows=None, seed=0, tier="certified", alpha=1e-9, key_tile=None,
+                    sum_chunk=None, single_pass=False, splits=None, ordered=False) -> Report:
     """Certifies ``out`` = SDPA(query, key, value, ...) and returns a Report (never raises on a wrong output).
 
     out, query, key, value: numpy arrays or torch tensors (float64, float32, float16; bfloat16
@@ -41,7 +42,21 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     kv head h // G. key_lengths: per batch item, keys j >= length are masked. precision: "fp64",
     "fp32", "fp16" or "bf16" (default from out's dtype); exp_ulps and weights_in_storage refine it.
     rows: certify a seeded sample of this many rows (default all); every element is still checked
-    finite and fully masked rows zero. Raises TypeError/ValueError naming the argument at fault.
+    finite and fully masked rows zero.
+
+    Two tiers judge every certified element: the certified band (holds for every correct kernel in
+    the arithmetic: a failure proves a bug) and the statistical band (holds under Model S, the
+    standard probabilistic model of rounding, except with probability ``alpha`` for the whole
+    report: a failure is evidence at that level). ``tier`` picks the one that decides ``passed``;
+    the report shows both. The kernel's structure, when declared, narrows both: ``key_tile`` (an
+    online softmax over tiles of that many consecutive keys from key 0), ``sum_chunk`` (terms summed
+    apart in chunks of that many keys before joining the running sums: 1 each term straight in,
+    ``key_tile`` FlashAttention's tile sums, 16 an MMA's k), ``single_pass`` (no rescale) and
+    ``splits`` (key partitions merged by their log-sum-exp; None any number, 1 none) and ``ordered``
+    (terms added one at a time in key order, as CPU loops and BLAS microkernels do; needs
+    ``splits=1``; narrows the statistical tier). Undeclared, the
+    bands hold for every tiling, summation order and split. Raises TypeError/ValueError naming the
+    argument at fault.
     """
     out_values, out_dtype = as_exact_array(out, "out")
     q, q_dtype = as_exact_array(query, "query")
@@ -77,18 +92,35 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
         raise TypeError(f"weights_in_storage: expected a bool or None, got {type(weights_in_storage).__name__}")
     rows = check_int(rows, "rows", minimum=1, allow_none=True)
     seed = check_int(seed, "seed")
+    if tier not in ("certified", "statistical"):
+        raise ValueError(f"tier: expected 'certified' or 'statistical', got {tier!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0 < alpha < 1:
+        raise ValueError(f"alpha: expected a probability in (0, 1), got {alpha!r}")
+    key_tile = check_int(key_tile, "key_tile", minimum=1, allow_none=True)
+    sum_chunk = check_int(sum_chunk, "sum_chunk", minimum=1, allow_none=True)
+    splits = check_int(splits, "splits", minimum=1, allow_none=True)
+    for name, flag in (("single_pass", single_pass), ("ordered", ordered)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name}: expected a bool, got {type(flag).__name__}")
+    structure = {name: value for name, value in (("key_tile", key_tile), ("sum_chunk", sum_chunk),
+                                                  ("single_pass", bool(single_pass) or None), ("splits", splits),
+                                                  ("ordered", bool(ordered) or None))
+                 if value is not None}
     native = _attncheck.certify(
         out_values.reshape(to_rank4(out_values.shape, "out")), q.reshape(to_rank4(q.shape, "query")),
         k.reshape(to_rank4(k.shape, "key")), v.reshape(to_rank4(v.shape, "value")), mask=mask, mask_kind=mask_kind,
         causal=causal_alignment if is_causal else "none", scale=None if scale is None else float(scale),
         key_lengths=lengths, precision=precision, exp_ulps=None if exp_ulps is None else float(exp_ulps),
-        weights_in_storage=weights_in_storage, rows=rows, seed=seed)
+        weights_in_storage=weights_in_storage, rows=rows, seed=seed, tier=tier, alpha=float(alpha),
+        key_tile=key_tile, sum_chunk=sum_chunk, single_pass=bool(single_pass), splits=splits,
+        ordered=bool(ordered))
 
     def index_of(index4):  # the element's index in out's own rank
         b, h, i, c = index4
         return (b, h, i, c) if rank == 4 else (b, i, c) if rank == 3 else (i, c)
 
-    return Report._from_native(native, index_of, int(out_values.size), precision, seed)
+    return Report._from_native(native, index_of, int(out_values.size), precision, seed, tier=tier, alpha=float(alpha),
+                               structure=structure)
 
 
 def assert_attention_close(out, query, key, value, **kwargs) -> None:
@@ -102,7 +134,7 @@ def assert_attention_close(out, query, key, value, **kwargs) -> None:
     worst = report.worst
     share = 100.0 * report.failure_count / max(report.elements_total, 1)
     raise AssertionError(
-        f"Attention output is not within the certified band ({report.precision})!\n\n"
+        f"Attention output is not within the {report.tier} band ({report.precision})!\n\n"
         f"Mismatched elements: {report.failure_count} / {report.elements_total} ({share:.1f}%)\n"
         f"Worst element at {worst.describe()}\n"
         f"Greatest band usage: {report.max_band_usage:.9g} (at most 1 allowed)\n"

@@ -52,6 +52,17 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--precision", choices=PRECISIONS, help="default: from the output's dtype")
     check.add_argument("--rows", type=_positive, help="certify a seeded sample of this many rows (default all)")
     check.add_argument("--seed", type=int, default=0)
+    check.add_argument("--tier", choices=("certified", "statistical"), default="certified",
+                       help="the tier that decides the verdict (both are reported; default certified)")
+    check.add_argument("--alpha", type=float, default=1e-9,
+                       help="the statistical tier's false-alarm probability for the whole report (default 1e-9)")
+    check.add_argument("--key-tile", type=_positive, help="declared: online softmax over tiles of this many keys")
+    check.add_argument("--sum-chunk", type=_positive,
+                       help="declared: terms summed apart in chunks of this many keys (needs --key-tile or --single-pass)")
+    check.add_argument("--single-pass", action="store_true", help="declared: no online rescale")
+    check.add_argument("--splits", type=_positive, help="declared: at most this many LSE-merged key partitions")
+    check.add_argument("--ordered", action="store_true",
+                       help="declared: terms added one at a time in key order (needs --splits 1)")
     check.add_argument("--json", metavar="FILE", help="write the report as JSON")
     return parser
 
@@ -75,7 +86,9 @@ def _check(args) -> int:
     report = check_attention(arrays["out"], arrays["query"], arrays["key"], arrays["value"], attn_mask=mask,
                              is_causal=args.is_causal, causal_alignment=args.causal_alignment, scale=args.scale,
                              enable_gqa=args.enable_gqa, key_lengths=lengths, precision=args.precision,
-                             rows=args.rows, seed=args.seed)
+                             rows=args.rows, seed=args.seed, tier=args.tier, alpha=args.alpha,
+                             key_tile=args.key_tile, sum_chunk=args.sum_chunk, single_pass=args.single_pass,
+                             splits=args.splits, ordered=args.ordered)
     print(report)
     if args.json:
         try:

@@ -18,6 +18,8 @@ class Failure(NamedTuple):
     band: float  #: δ, the most a correct kernel in the precision can differ (0 in a fully masked row)
     ulps: float  #: |got - exact| in ulps of the storage format
     reason: str  #: "outside band", "NaN", "Inf", "masked row not zero", "NaN in a fully masked row"
+    certified_band: float = math.nan  #: the certified tier's δ (band is the deciding tier's)
+    statistical_band: float = math.nan  #: the statistical tier's δ
 
     def describe(self) -> str:
         if self.reason in ("NaN", "Inf"):  # no exact value or band was needed to decide
@@ -28,6 +30,22 @@ class Failure(NamedTuple):
 
 def _number(x: float) -> str:
     return f"{x:.9g}"
+
+
+class Verdict(NamedTuple):
+    """One tier's verdict: certified (a failure proves a bug for the declared arithmetic) or
+    statistical (a failure is evidence at false-alarm probability alpha for the whole report)."""
+
+    passed: bool
+    failure_count: int
+    max_band_usage: float
+    mean_band_usage: float
+
+
+#: The statistical tier's model, as the report states it (README, "The two tiers").
+MODEL = ("Model S: the kernel's roundings are independent with mean zero (Higham and Mary 2019); operations "
+         "that may repeat on identical operands are grouped; exps, the scale, rescales, splits and the "
+         "output rounding are kept at their worst case")
 
 
 @dataclasses.dataclass
@@ -49,6 +67,13 @@ class Report:
     mean_plain_ratio: float
     precision: str
     seed: int
+    tier: str = "certified"  #: the tier that decides ``passed``: "certified" or "statistical"
+    alpha: float = 1e-9  #: the statistical tier's false-alarm probability for the whole report
+    statistical_lambda: float = math.nan  #: its λ (2·elements·exp(-λ²/2) = alpha)
+    certified: Verdict = None  #: the certified tier's verdict
+    statistical: Verdict = None  #: the statistical tier's verdict
+    structure: dict = dataclasses.field(default_factory=dict)  #: the declared kernel structure
+    model: str = MODEL
 
     def __bool__(self) -> bool:
         return self.passed
@@ -67,8 +92,17 @@ class Report:
         coverage = (f"{self.rows_checked} of {self.rows_total} rows certified (seed {self.seed}, "
                     f"{self.elements_certified} elements); every element checked finite and masked rows zero")
         capped = f"; {self.capped_rows} row(s) at the precision cap" if self.capped_rows else ""
+        tiers = ""
+        if self.certified is not None and self.statistical is not None:
+            def text(name, v):
+                state = "passed" if v.passed else f"FAILED ({v.failure_count})"
+                return f"{name} {state}, band usage max {_number(v.max_band_usage)}"
+            declared = ", ".join(f"{k}={v}" for k, v in self.structure.items()) or "any (undeclared)"
+            tiers = (f"\n{text('certified', self.certified)}; "
+                     f"{text(f'statistical (alpha {self.alpha:g})', self.statistical)}; decided by {self.tier}; "
+                     f"kernel structure {declared}")
         return (f"{verdict}\nband usage max {_number(self.max_band_usage)}, mean {_number(self.mean_band_usage)}; "
-                f"{coverage}{capped}")
+                f"{coverage}{capped}{tiers}")
 
     def to_json(self, **dumps_options) -> str:
         """The report as strict JSON (NaN and infinities as the strings "NaN", "Infinity", "-Infinity")."""
@@ -81,28 +115,37 @@ class Report:
         """The report to_json wrote."""
         data = json.loads(text)
         for field in _FLOAT_FIELDS:
-            data[field] = _decode(data[field])
+            if field in data:
+                data[field] = _decode(data[field])
+        floats = ("got", "exact", "band", "ulps", "certified_band", "statistical_band")
         data["failures"] = [
-            Failure(**{**f, "index": tuple(f["index"]), **{k: _decode(f[k]) for k in ("got", "exact", "band", "ulps")}})
+            Failure(**{**f, "index": tuple(f["index"]), **{k: _decode(f[k]) for k in floats if k in f}})
             for f in data["failures"]
         ]
+        for tier in ("certified", "statistical"):
+            if data.get(tier) is not None:
+                passed, count, usage_max, usage_mean = data[tier]
+                data[tier] = Verdict(passed, count, _decode(usage_max), _decode(usage_mean))
         return cls(**data)
 
     @classmethod
-    def _from_native(cls, native: dict, index_of, elements_total: int, precision: str, seed: int) -> "Report":
+    def _from_native(cls, native: dict, index_of, elements_total: int, precision: str, seed: int, *,
+                     tier: str = "certified", alpha: float = 1e-9, structure=None) -> "Report":
         failures = []
-        for index, got, lo, hi, band, ulps, _usage, reason in native["failures"]:
+        for index, got, lo, hi, band, ulps, _usage, reason, certified_band, statistical_band in native["failures"]:
             exact = lo + (hi - lo) / 2 if math.isfinite(lo) and math.isfinite(hi) else lo
             if reason in ("NaN", "Inf"):  # decided without the oracle: no exact value or band
-                exact, band = math.nan, math.nan
-            failures.append(Failure(index_of(index), got, exact, band, ulps, reason))
+                exact, band, certified_band, statistical_band = math.nan, math.nan, math.nan, math.nan
+            failures.append(Failure(index_of(index), got, exact, band, ulps, reason, certified_band, statistical_band))
+        verdicts = {t: Verdict(**native[t]) for t in ("certified", "statistical")}
         return cls(passed=native["passed"], failures=failures, failure_count=native["failure_count"],
                    max_band_usage=native["max_band_usage"], mean_band_usage=native["mean_band_usage"],
                    usage_histogram=list(native["usage_histogram"]), rows_checked=native["rows_checked"],
                    rows_total=native["rows_total"], elements_certified=native["elements_certified"],
                    elements_total=elements_total, capped_rows=native["capped_rows"],
                    max_plain_ratio=native["max_plain_ratio"], mean_plain_ratio=native["mean_plain_ratio"],
-                   precision=precision, seed=seed)
+                   precision=precision, seed=seed, tier=tier, alpha=alpha, statistical_lambda=native["lambda"],
+                   structure=dict(structure or {}), **verdicts)
 
 
 _SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -118,7 +161,8 @@ def _encode(x):
     return x
 
 
-_FLOAT_FIELDS = ("max_band_usage", "mean_band_usage", "max_plain_ratio", "mean_plain_ratio")
+_FLOAT_FIELDS = ("max_band_usage", "mean_band_usage", "max_plain_ratio", "mean_plain_ratio", "alpha",
+                 "statistical_lambda")
 
 
 def _decode(x) -> float:

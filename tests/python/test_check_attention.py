@@ -212,3 +212,61 @@ def test_keywords_after_the_tensors_only():
     q, k, v = random_problem(np.float32)
     with pytest.raises(TypeError):
         attncheck.check_attention(sdpa(q, k, v), q, k, v, None)
+
+
+def test_two_tiers_are_reported_and_tier_picks_the_deciding_one():
+    # Output rounded to bf16 by an fp32 kernel at 1024 keys: inside the certified fp32 band (a bf16
+    # rounding is not a proof of a bug there), outside the statistical one.
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((1, 2, 8, 64)).astype(np.float32)
+    k, v = (rng.standard_normal((1, 2, 1024, 64)).astype(np.float32) for _ in range(2))
+    out = torch.from_numpy(sdpa(q, k, v)).bfloat16().float().numpy()
+    report = attncheck.check_attention(out, q, k, v)
+    assert report.tier == "certified" and report.passed
+    assert report.certified.passed and not report.statistical.passed
+    assert report.statistical.failure_count > 0 and report.statistical.max_band_usage > 1
+    assert report.alpha == 1e-9 and report.statistical_lambda > 6
+    assert "statistical (alpha 1e-09) FAILED" in str(report)
+    strict = attncheck.check_attention(out, q, k, v, tier="statistical")
+    assert not strict.passed and strict.failure_count == report.statistical.failure_count
+    worst = strict.worst
+    assert worst.band == worst.statistical_band < worst.certified_band
+    again = attncheck.Report.from_json(strict.to_json())
+    assert again.statistical == strict.statistical and again.certified == strict.certified
+    assert again.failures[0].statistical_band == worst.statistical_band
+    # The correct kernel passes both tiers, and a looser alpha means a smaller lambda.
+    good = attncheck.check_attention(sdpa(q, k, v), q, k, v, tier="statistical", alpha=1e-3)
+    assert good.passed and good.certified.passed
+    assert good.statistical_lambda < report.statistical_lambda
+
+
+def test_declared_structure_narrows_the_band_and_a_tiled_kernel_passes_it():
+    from tiled_reference import tiled_sdpa
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((1, 2, 4, 32)).astype(np.float32)
+    k, v = (rng.standard_normal((1, 2, 300, 32)).astype(np.float32) for _ in range(2))
+    out = tiled_sdpa(q, k, v, tile=16)
+    plain = attncheck.check_attention(out, q, k, v)
+    declared = attncheck.check_attention(out, q, k, v, key_tile=16, sum_chunk=16, splits=1)
+    assert plain.passed and declared.passed and declared.statistical.passed
+    assert declared.certified.max_band_usage > 5 * plain.certified.max_band_usage
+    assert declared.structure == {"key_tile": 16, "sum_chunk": 16, "splits": 1}
+    assert "kernel structure key_tile=16, sum_chunk=16, splits=1" in str(declared)
+
+
+@pytest.mark.parametrize("keywords,error,match", [
+    ({"tier": "strict"}, ValueError, "tier"),
+    ({"alpha": 0}, ValueError, "alpha"),
+    ({"alpha": 1.5}, ValueError, "alpha"),
+    ({"key_tile": 0}, ValueError, "key_tile"),
+    ({"key_tile": 1.5}, TypeError, "key_tile"),
+    ({"sum_chunk": 4}, ValueError, "sum_chunk: needs key_tile"),
+    ({"key_tile": 8, "sum_chunk": 16}, ValueError, "sum_chunk: must not exceed"),
+    ({"key_tile": 8, "single_pass": True}, ValueError, "key_tile"),
+    ({"ordered": True}, ValueError, "ordered: needs splits = 1"),
+    ({"single_pass": "yes"}, TypeError, "single_pass"),
+])
+def test_wrong_tier_and_structure_arguments_name_the_argument(keywords, error, match):
+    q, k, v = random_problem(np.float32)
+    with pytest.raises(error, match=match):
+        attncheck.check_attention(sdpa(q, k, v), q, k, v, **keywords)

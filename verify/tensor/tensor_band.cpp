@@ -151,6 +151,9 @@
 //   V_acc := u² [(k - N_c) H_c² + (N_c + T + 2p) H²]; the sum ℓ likewise with Z_c := max_t Σ_t ω_j
 // and 1: its relative error multiplies ŷ, V_ℓ |y|²; the products p·v, conversions of v, divisions
 // before P·V and p's rounding to storage, per gap block: V_P := Σ_B (Σ_B ω_j |v_j|)² (3u² + u_s²).
+// Ordered (declared): the additions' partial sums are the running sums in position order (either
+// direction, the larger taken), so V_acc := u² Σ_r S_r² and V_ℓ := u² Σ_r L_r² over every addition,
+// join and rescale product r, each |S_r| bounded from the enclosure's weights (ordered_squares).
 // Step S4 (second order, worst case). Σ_j a_j (expm1(x_j) - x_j), x_j := T_j + Tη' + x_split >= |log λ_j|;
 // (M̄/(1 - M̄) + ρ) times the certified spread; (γ_D' - D'u) times the certified magnitude.
 // Step S5. δ_S := λ √(V_S + V_acc + V_ℓ |y|² + V_P) + S2 + S4 + u|y| (the division) + x_common (|y| + δ)
@@ -202,7 +205,8 @@ void check_sizes(const RowTerms& t) {
 struct Walk {
   double tiles = 0, chunks = 0, splits = 1;
   double chunk_keys = 1;                 ///< the most keys in one chunk
-  std::vector<std::size_t> tile_of_key;  ///< per key: its tile (0, 1, ... in position order)
+  std::vector<std::size_t> tile_of_key;   ///< per key: its tile (0, 1, ... in position order)
+  std::vector<std::size_t> chunk_of_key;  ///< per key: its chunk (0, 1, ... in position order)
 };
 
 Walk walk_of(const RowTerms& t, const KernelStructure& s) {
@@ -211,9 +215,10 @@ Walk walk_of(const RowTerms& t, const KernelStructure& s) {
   walk.splits = static_cast<double>(s.splits == 0 ? k : std::min(s.splits, k));
   const double cuts = walk.splits - 1;
   walk.tile_of_key.resize(k);
+  walk.chunk_of_key.resize(k);
   if (s.key_tile == 0 && !s.single_pass) {
     walk.tiles = walk.chunks = static_cast<double>(k);
-    for (std::size_t n = 0; n < k; ++n) walk.tile_of_key[n] = n;
+    for (std::size_t n = 0; n < k; ++n) walk.tile_of_key[n] = walk.chunk_of_key[n] = n;
     return walk;
   }
   // Tiles and chunks as (tile, chunk) index pairs; positions increase, so distinct pairs are runs.
@@ -231,6 +236,7 @@ Walk walk_of(const RowTerms& t, const KernelStructure& s) {
     }
     longest = std::max(longest, ++run);
     walk.tile_of_key[n] = tiles - 1;
+    walk.chunk_of_key[n] = chunks - 1;
     last_tile = this_tile, last_chunk = this_chunk;
   }
   walk.tiles = std::min(static_cast<double>(tiles) + cuts, static_cast<double>(k));
@@ -253,7 +259,8 @@ void check_statistical_sizes(const RowTerms& t) {
 // and among keys with overlapping gaps widened by e_j (single linkage over the sorted intervals),
 // and its tile.
 struct Blocks {
-  std::vector<std::size_t> dot, gap, tile;
+  std::vector<std::size_t> dot, gap, tile, chunk;
+  bool ordered = false;
   std::size_t tiles = 0;
   bool cut = false;  ///< splits may cut a tile
 };
@@ -281,6 +288,8 @@ Blocks blocks_of(const RowTerms& t, const std::vector<double>& e, const KernelSt
   b.gap = link(lo, hi);
   const Walk walk = walk_of(t, s);
   b.tile = walk.tile_of_key;
+  b.chunk = walk.chunk_of_key;
+  b.ordered = s.ordered;
   b.tiles = t.keys == 0 ? 0 : b.tile.back() + 1;
   b.cut = walk.splits > 1;
   return b;
@@ -303,7 +312,33 @@ struct ColumnSums {
   double H = 0, H_chunk = 0;  ///< |partial sums| of Σ ω_j v_j: any, and inside one tile
   double Z_chunk = 0;         ///< Σ ω_j inside one tile
   double product_blocks = 0;  ///< Σ over gap blocks of (Σ ω_j |v_j|)²
+  double acc_squares = -1, sum_squares = -1;  ///< ordered: Σ of the squared partial sums (else -1)
 };
+
+// Ordered (KernelStructure::ordered): Σ of the squared partial sums of the accumulator (terms
+// ω_j v_j, or ω_j alone for the sum ℓ) over every addition and rescale product, for the direction
+// given; |partial| <= |Σ w_j v_j| + Σ (w_j^hi + wm_j - w_j) |v_j| with w_j the enclosure's midpoint.
+double ordered_squares(const RowTerms& t, std::size_t c, const std::vector<double>& w_hi,
+                       const std::vector<double>& wm, const Blocks& b, bool weights_only, bool descending) {
+  double total = 0, run = 0, run_dev = 0, part = 0, part_dev = 0;
+  const std::size_t k = t.keys;
+  for (std::size_t n = 0; n < k; ++n) {
+    const std::size_t j = descending ? k - 1 - n : n;
+    const double mid = (t.weight_lo[j] + w_hi[j]) / 2, dev = w_hi[j] + wm[j] - mid;
+    const double v = weights_only ? 1.0 : t.v[c][j];
+    part += mid * v, part_dev += dev * std::fabs(v);
+    total += (std::fabs(part) + part_dev) * (std::fabs(part) + part_dev);  // an addition inside the chunk
+    const bool chunk_ends = n + 1 == k || b.chunk[descending ? j - 1 : j + 1] != b.chunk[j];
+    if (chunk_ends) {
+      run += part, run_dev += part_dev, part = part_dev = 0;
+      const double bound = std::fabs(run) + run_dev;
+      total += bound * bound;  // the join, and the rescale product at the next tile
+      const bool tile_ends = n + 1 == k || b.tile[descending ? j - 1 : j + 1] != b.tile[j];
+      if (tile_ends) total += bound * bound;
+    }
+  }
+  return total;
+}
 
 ColumnSums column_sums(const RowTerms& t, std::size_t c, const std::vector<double>& w_hi,
                        const std::vector<double>& wm, const Blocks& b, double slack) {
@@ -343,6 +378,12 @@ ColumnSums column_sums(const RowTerms& t, std::size_t c, const std::vector<doubl
   sums.H = std::min(std::max(all_plus, all_minus), std::max(plus, minus) + inside) * slack;
   sums.H_chunk = inside * slack;
   sums.Z_chunk *= slack;
+  if (b.ordered) {
+    sums.acc_squares = std::max(ordered_squares(t, c, w_hi, wm, b, false, false), ordered_squares(t, c, w_hi, wm, b, false, true)) *
+                       slack * slack;
+    sums.sum_squares = std::max(ordered_squares(t, c, w_hi, wm, b, true, false), ordered_squares(t, c, w_hi, wm, b, true, true)) *
+                       slack * slack;
+  }
   sums.product_blocks = block_square_sum(b.gap, [&](std::size_t j) { return (w_hi[j] + wm[j]) * std::fabs(t.v[c][j]); }) *
                         slack * slack;
   return sums;
@@ -356,6 +397,7 @@ std::string structure_error(const KernelStructure& s) {
   if (s.sum_chunk > 1 && s.key_tile == 0 && !s.single_pass)
     return "sum_chunk: needs key_tile or single_pass (in an undeclared tiling a tile may hold one key)";
   if (s.key_tile != 0 && s.sum_chunk > s.key_tile) return "sum_chunk: must not exceed key_tile";
+  if (s.ordered && s.splits != 1) return "ordered: needs splits = 1 (the partitions' boundaries are not declared)";
   return "";
 }
 
@@ -485,8 +527,12 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
                            (tiles - 1) * eta_prime * W + x_split * A;
       // S3: the sums' roundings.
       const double inside = k - walk.chunks, joins = walk.chunks + tiles + 2 * splits;
-      V += u * u * (inside * sums.H_chunk * sums.H_chunk + joins * sums.H * sums.H);
-      V += u * u * (inside * sums.Z_chunk * sums.Z_chunk + joins * slack * slack) * y * y;
+      if (sums.acc_squares >= 0) {  // ordered: the partial sums themselves
+        V += u * u * (sums.acc_squares + sums.sum_squares * y * y);
+      } else {
+        V += u * u * (inside * sums.H_chunk * sums.H_chunk + joins * sums.H * sums.H);
+        V += u * u * (inside * sums.Z_chunk * sums.Z_chunk + joins * slack * slack) * y * y;
+      }
       const double u_p = arithmetic.weights_in_storage ? storage.unit : 0.0;
       V += (3 * u * u + u_p * u_p) * sums.product_blocks;
       // S4: second order.

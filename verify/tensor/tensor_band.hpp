@@ -33,6 +33,11 @@ struct KernelStructure {
   /// Key partitions each with its own softmax, merged by their log-sum-exp (split-K,
   /// flash-decoding): 1 none, p at most p, 0 any number.
   std::size_t splits = 0;
+  /// Inside each chunk terms are added one at a time in position order, chunks and tiles join in
+  /// that order (ascending or descending, one direction per row): a CPU loop, a BLAS microkernel.
+  /// The partial sums are then known, which narrows the statistical tier (not the certified one).
+  /// Needs splits = 1.
+  bool ordered = false;
 };
 
 /// The arithmetic a kernel is judged in.

@@ -234,6 +234,12 @@ std::vector<Declared> declared_kernels() {
       {"single pass chunk-8", {.sum_chunk = 8, .single_pass = true}, {.chunk = 8, .reverse = true}},
       {"split-3 tile-16", {.key_tile = 16, .sum_chunk = 16, .splits = 3}, {.tile = 16, .chunk = 16, .splits = 3}},
       {"split-2 single pass", {.single_pass = true, .splits = 2}, {.chunk = 1, .splits = 2}},
+      {"single pass ordered", {.sum_chunk = 1, .single_pass = true, .splits = 1, .ordered = true}, {.chunk = 1}},
+      {"single pass ordered descending chunk-32", {.sum_chunk = 32, .single_pass = true, .splits = 1, .ordered = true},
+       {.chunk = 32, .reverse = true}},
+      {"tile-16 ordered chunk-4 reversed", {.key_tile = 16, .sum_chunk = 4, .splits = 1, .ordered = true},
+       {.tile = 16, .chunk = 4, .reverse = true}},
+      {"tile-1 ordered", {.key_tile = 1, .sum_chunk = 1, .splits = 1, .ordered = true}, {.tile = 1, .chunk = 1}},
       {"split-5 folded", {.key_tile = 8, .sum_chunk = 1, .splits = 5},
        {.tile = 8, .scaling = Scaling::folded_exp2, .chunk = 1, .splits = 5}},
   };
@@ -277,6 +283,7 @@ TEST(TensorBand, StructureErrorsNameTheField) {
   EXPECT_NE(structure_error({.key_tile = 16, .single_pass = true}).find("key_tile"), std::string::npos);
   EXPECT_NE(structure_error({.sum_chunk = 16}).find("needs key_tile"), std::string::npos);
   EXPECT_NE(structure_error({.key_tile = 8, .sum_chunk = 16}).find("exceed"), std::string::npos);
+  EXPECT_NE(structure_error({.ordered = true}).find("ordered"), std::string::npos);
   Arithmetic bad = arithmetic_profile("fp32").value();
   bad.structure.sum_chunk = 0;
   const Head h = make_head(1, 4, 4, DType::fp32, Data::normal, 1);
