@@ -40,7 +40,8 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     (``causal_alignment="top-left"``, PyTorch) or j <= i + S - L (``"bottom-right"``, FlashAttention
     >= 2.1). scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
     kv head h // G. key_lengths: per batch item, keys j >= length are masked. precision: "fp64",
-    "fp32", "fp16" or "bf16" (default from out's dtype); exp_ulps and weights_in_storage refine it.
+    "fp32", "fp16" or "bf16" (default: the inputs' dtype; an out of another dtype is noted in
+    ``report.notes``); exp_ulps and weights_in_storage refine it.
     rows: certify a seeded sample of this many rows (default all); every element is still checked
     finite and fully masked rows zero.
 
@@ -65,8 +66,10 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     for name, dtype in (("key", k_dtype), ("value", v_dtype)):
         if dtype != q_dtype:
             raise TypeError(f"{name}: dtype {dtype} differs from the query's {q_dtype}")
-    if precision is None:
-        precision = PRECISION_OF_DTYPE[out_dtype]
+    explicit_precision = precision is not None
+    notes = _dtype_notes(out_dtype, q_dtype, precision)
+    if precision is None:  # the inputs' format: the kernel's arithmetic, whatever it stored its output in
+        precision = PRECISION_OF_DTYPE[q_dtype]
     if precision not in PRECISIONS:
         raise ValueError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
     if not isinstance(enable_gqa, (bool, np.bool_)):
@@ -113,14 +116,14 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
         key_lengths=lengths, precision=precision, exp_ulps=None if exp_ulps is None else float(exp_ulps),
         weights_in_storage=weights_in_storage, rows=rows, seed=seed, tier=tier, alpha=float(alpha),
         key_tile=key_tile, sum_chunk=sum_chunk, single_pass=bool(single_pass), splits=splits,
-        ordered=bool(ordered))
+        ordered=bool(ordered), output_rounded=not _widened(out_dtype, q_dtype, explicit_precision))
 
     def index_of(index4):  # the element's index in out's own rank
         b, h, i, c = index4
         return (b, h, i, c) if rank == 4 else (b, i, c) if rank == 3 else (i, c)
 
     return Report._from_native(native, index_of, int(out_values.size), precision, seed, tier=tier, alpha=float(alpha),
-                               structure=structure)
+                               structure=structure, notes=notes)
 
 
 def assert_attention_close(out, query, key, value, **kwargs) -> None:
@@ -139,6 +142,26 @@ def assert_attention_close(out, query, key, value, **kwargs) -> None:
         f"Worst element at {worst.describe()}\n"
         f"Greatest band usage: {report.max_band_usage:.9g} (at most 1 allowed)\n"
         f"Rows certified: {report.rows_checked} of {report.rows_total} (seed {report.seed})")
+
+
+_FINENESS = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
+
+
+def _widened(out_dtype, input_dtype, explicit_precision):
+    """An inferred precision with an output finer than the inputs: the output was not rounded to them."""
+    return not explicit_precision and _FINENESS[out_dtype] > _FINENESS[input_dtype]
+
+
+def _dtype_notes(out_dtype, input_dtype, precision):
+    """What the report says about an output stored in another format than the inputs'."""
+    if precision is not None or out_dtype == input_dtype:
+        return []
+    name = PRECISION_OF_DTYPE[input_dtype]
+    if _FINENESS[out_dtype] > _FINENESS[input_dtype]:
+        return [f"out is {out_dtype}, finer than the inputs' {input_dtype}: taken as a {name} kernel whose output "
+                f"was widened, certified as {name} without the rounding of the output to {input_dtype}"]
+    return [f"out is {out_dtype}, coarser than the inputs' {input_dtype}: certified as {name}, so the rounding "
+            f"to {out_dtype} counts against the band (pass precision= to judge it otherwise)"]
 
 
 def _key_lengths(key_lengths):

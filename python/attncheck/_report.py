@@ -74,6 +74,7 @@ class Report:
     statistical: Verdict = None  #: the statistical tier's verdict
     structure: dict = dataclasses.field(default_factory=dict)  #: the declared kernel structure
     model: str = MODEL
+    notes: list = dataclasses.field(default_factory=list)  #: how the precision was inferred, when out's dtype differs
 
     def __bool__(self) -> bool:
         return self.passed
@@ -101,8 +102,9 @@ class Report:
             tiers = (f"\n{text('certified', self.certified)}; "
                      f"{text(f'statistical (alpha {self.alpha:g})', self.statistical)}; decided by {self.tier}; "
                      f"kernel structure {declared}")
+        notes = "".join(f"\nnote: {note}" for note in self.notes)
         return (f"{verdict}\nband usage max {_number(self.max_band_usage)}, mean {_number(self.mean_band_usage)}; "
-                f"{coverage}{capped}{tiers}")
+                f"{coverage}{capped}{tiers}{notes}")
 
     def to_json(self, **dumps_options) -> str:
         """The report as strict JSON (NaN and infinities as the strings "NaN", "Infinity", "-Infinity")."""
@@ -130,7 +132,7 @@ class Report:
 
     @classmethod
     def _from_native(cls, native: dict, index_of, elements_total: int, precision: str, seed: int, *,
-                     tier: str = "certified", alpha: float = 1e-9, structure=None) -> "Report":
+                     tier: str = "certified", alpha: float = 1e-9, structure=None, notes=()) -> "Report":
         failures = []
         for index, got, lo, hi, band, ulps, _usage, reason, certified_band, statistical_band in native["failures"]:
             exact = lo + (hi - lo) / 2 if math.isfinite(lo) and math.isfinite(hi) else lo
@@ -145,7 +147,7 @@ class Report:
                    elements_total=elements_total, capped_rows=native["capped_rows"],
                    max_plain_ratio=native["max_plain_ratio"], mean_plain_ratio=native["mean_plain_ratio"],
                    precision=precision, seed=seed, tier=tier, alpha=alpha, statistical_lambda=native["lambda"],
-                   structure=dict(structure or {}), **verdicts)
+                   structure=dict(structure or {}), notes=list(notes), **verdicts)
 
 
 _SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}

@@ -131,9 +131,24 @@ def test_precision_refinements():
     q, k, v = random_problem(np.float16)
     out = sdpa(q, k, v)
     assert attncheck.check_attention(out, q, k, v, precision="fp16", exp_ulps=4, weights_in_storage=False).passed
-    # fp16 inputs are exact in fp32, so an fp32 output of the same call is judged in fp32.
+    # An fp32 output for fp16 inputs: an fp16 kernel (compute fp32) whose output was not rounded.
     out32 = sdpa(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32))
-    assert attncheck.check_attention(out32, q, k, v).precision == "fp32"
+    widened = attncheck.check_attention(out32, q, k, v)
+    assert widened.passed and widened.precision == "fp16"
+    assert "finer than the inputs' float16" in widened.notes[0] and "note: out is float32" in str(widened)
+    # Without the output's rounding the band is narrower than the fp16 profile's.
+    rounded = attncheck.check_attention(out32, q, k, v, precision="fp16")
+    assert rounded.notes == [] and widened.max_band_usage > rounded.max_band_usage
+
+
+def test_an_fp32_kernel_whose_output_was_saved_as_float64_is_certified_as_fp32():
+    q, k, v = random_problem(np.float32, S=64)
+    out = sdpa(q, k, v).astype(np.float64)
+    report = attncheck.check_attention(out, q, k, v)
+    assert report.passed and report.precision == "fp32" and "widened" in report.notes[0]
+    # An output coarser than the inputs is judged at the inputs' precision, its rounding an error.
+    coarse = attncheck.check_attention(sdpa(q, k, v).astype(np.float16), q, k, v)
+    assert coarse.precision == "fp32" and "coarser than the inputs' float32" in coarse.notes[0]
 
 
 def test_report_str_and_json_round_trip():

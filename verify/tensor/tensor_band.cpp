@@ -93,9 +93,12 @@
 //   |τ| <= x_common := η' + γ_p + (2·exp_ulps + 5) u (Λ + log p + 1)   (the exps of lse_q - M, the
 //     p - 1 additions, the log of a sum in [1, p(1 + η)], the final add).
 // F_p is one more per-key factor of λ_j (m_j := expm1(T_j + Tη' + x_split)); e^{-τ} is not
-// normalized away and multiplies ŷ: ρ := (1 + γ_{2D+p+2+c_v})(1 + u_P) e^{x_common} - 1 (the
+// normalized away and multiplies ŷ: ρ := (1 + γ_{2D+p+2+c_v})(1 + u_P) e^{x_common + η'} - 1 (the
 // division per split, the combine product and p - 1 additions). The flushes grow by 3p (combine
 // exps, products, lse exps) and the absolute terms are against low·e^{-x_split - x_common}. The
+// combine's own exp error ε_p is not normalized away (the normalizer sums other exps): ρ takes
+// e^{x_common + η'} with splits. A split may restart its chunks at its own start: with splits and
+// sum_chunk > 1, chunks of up to c keys anywhere and N_c := 2N_c + p - 1. The
 // undeclared default takes p = k (any number), so it holds for split kernels too.
 // Result. δ_pre = [Σ_j wm_j |v_j - y| + ρ Σ_j (w_j^hi + wm_j)|v_j|] / (1 - M̄) + S_sub + U,
 //   U = 2 N λ (1 + max|v|) / low, N = k(2T + 4) + 2T flushes at most (exps, rescale products,
@@ -121,7 +124,10 @@
 // an operation repeated on identical operands repeats its error, so operations the analysis cannot
 // tell apart are grouped into one block whose effect is the sum of its members' (keys with
 // overlapping dot-product enclosures share their score's roundings; keys with overlapping gaps,
-// widened by e_j, share their exponentials' arguments, p's rounding and the product p·v); and
+// widened by e_j, share their exponentials' arguments, p's rounding and the product p·v; and
+// additions of a repeated addend into a running sum, s + x, s + 2x, ..., err alike within a binade,
+// so the n additions of keys of one gap block to ℓ, and with equal v_jc to the accumulator, are one
+// variable of coefficient n·partial: V gains u²(|y|² Σ_B (n_B² - n_B) + H² Σ_{B,v} (n² - n)); and
 // everything common to many keys is kept at its worst case: every exp and exp2 (an exp's error is a
 // function of its argument, and rising scores, ALiBi, repeat arguments across tiles), the scale and
 // log2(e), the rescales, the split factors and the output's rounding to storage. Then ŷ = f(δ) with
@@ -147,8 +153,9 @@
 // in any tiling H := max(Σ_j (ω_j v_j)^+, Σ_j (ω_j v_j)^-) (any subset); with tiles a partial is
 // whole tiles in any order plus part of one: H := max(Σ_t b_t^+, Σ_t b_t^-) + max_t max(P_t^+, P_t^-),
 // b_t the tile's Σ ω_j v_j, P_t^± its positive and negative parts; inside chunks H_c := max_t max(P_t^±).
-// k - N_c additions inside chunks, N_c + T + 2p joins, rescale products and combine steps:
-//   V_acc := u² [(k - N_c) H_c² + (N_c + T + 2p) H²]; the sum ℓ likewise with Z_c := max_t Σ_t ω_j
+// k - N_c additions inside chunks, N_c + T + 3p joins, rescale products and combine steps (the
+// division, product and addition of each split):
+//   V_acc := u² [(k - N_c) H_c² + (N_c + T + 3p) H²]; the sum ℓ likewise with Z_c := max_t Σ_t ω_j
 // and 1: its relative error multiplies ŷ, V_ℓ |y|²; the products p·v, conversions of v, divisions
 // before P·V and p's rounding to storage, per gap block: V_P := Σ_B (Σ_B ω_j |v_j|)² (3u² + u_s²).
 // Ordered (declared): the additions' partial sums are the running sums in position order (either
@@ -156,7 +163,11 @@
 // join and rescale product r, each |S_r| bounded from the enclosure's weights (ordered_squares).
 // Step S4 (second order, worst case). Σ_j a_j (expm1(x_j) - x_j), x_j := T_j + Tη' + x_split >= |log λ_j|;
 // (M̄/(1 - M̄) + ρ) times the certified spread; (γ_D' - D'u) times the certified magnitude.
-// Step S5. δ_S := λ √(V_S + V_acc + V_ℓ |y|² + V_P) + S2 + S4 + u|y| (the division) + x_common (|y| + δ)
+// With splits a prefix or a partial may hold two cut tiles of one split (its first and its last):
+// W and H take two of them. Tensor-core MMA accumulation that truncates instead of rounding to
+// nearest is outside Model S (and outside the certified band's round-to-nearest γ's).
+// Step S5. δ_S := λ √(V_S + V_acc + V_ℓ |y|² + V_P) + S2 + S4 + repeated + 2u|y| (the division, or a
+// reciprocal and a product) + (x_common + η') (|y| + δ)
 // + S_sub + U, then the output's rounding as in the certified band, and δ_S := min(δ_S, δ).
 // Step S6 (what it is worth). The √ terms grow like √k u and shrink with the weights' spread
 // (Σ a_j² against (Σ a_j)²), where the certified band grows like k u; the worst-case parts do not
@@ -242,6 +253,12 @@ Walk walk_of(const RowTerms& t, const KernelStructure& s) {
   walk.tiles = std::min(static_cast<double>(tiles) + cuts, static_cast<double>(k));
   walk.chunks = std::min(static_cast<double>(chunks) + cuts, static_cast<double>(k));
   walk.chunk_keys = static_cast<double>(longest);
+  if (walk.splits > 1 && s.sum_chunk > 1) {
+    // A split may restart its chunks at its own start, not the tile's: chunks of up to sum_chunk
+    // keys anywhere, at most two pieces of each aligned chunk plus the cuts.
+    walk.chunk_keys = std::min(static_cast<double>(s.sum_chunk), static_cast<double>(k));
+    walk.chunks = std::min(2 * static_cast<double>(chunks) + cuts, static_cast<double>(k));
+  }
   return walk;
 }
 
@@ -260,6 +277,7 @@ void check_statistical_sizes(const RowTerms& t) {
 // and its tile.
 struct Blocks {
   std::vector<std::size_t> dot, gap, tile, chunk;
+  std::size_t gap_blocks = 0;
   bool ordered = false;
   std::size_t tiles = 0;
   bool cut = false;  ///< splits may cut a tile
@@ -286,6 +304,7 @@ Blocks blocks_of(const RowTerms& t, const std::vector<double>& e, const KernelSt
   std::vector<double> lo(t.keys), hi(t.keys);
   for (std::size_t j = 0; j < t.keys; ++j) lo[j] = t.gap[j] - 2 * e[j], hi[j] = t.gap_hi[j] + 2 * e[j];
   b.gap = link(lo, hi);
+  for (std::size_t id : b.gap) b.gap_blocks = std::max(b.gap_blocks, id + 1);
   const Walk walk = walk_of(t, s);
   b.tile = walk.tile_of_key;
   b.chunk = walk.chunk_of_key;
@@ -313,6 +332,8 @@ struct ColumnSums {
   double Z_chunk = 0;         ///< Σ ω_j inside one tile
   double product_blocks = 0;  ///< Σ over gap blocks of (Σ ω_j |v_j|)²
   double acc_squares = -1, sum_squares = -1;  ///< ordered: Σ of the squared partial sums (else -1)
+  double repeated_sum = 0;  ///< Σ over gap blocks of (n² - n), n their size (ℓ's partials <= 1)
+  double repeated_acc = 0;  ///< Σ over (gap block, v_jc) groups of (n² - n) H²
 };
 
 // Ordered (KernelStructure::ordered): Σ of the squared partial sums of the accumulator (terms
@@ -373,9 +394,10 @@ ColumnSums column_sums(const RowTerms& t, std::size_t c, const std::vector<doubl
     all_plus += tile.plus, all_minus += tile.minus;
     sums.Z_chunk = std::max(sums.Z_chunk, tile.weight);
   }
-  sums.prefix_spread = (spread / 2 + (b.cut ? biggest_tile : 0)) * slack;
+  // A split cuts up to two tiles of its own (its first and its last), either of which a prefix may hold.
+  sums.prefix_spread = (spread / 2 + (b.cut ? 2 * biggest_tile : 0)) * slack;
   // Any subset: the positive or the negative parts of all terms; whole tiles plus part of one.
-  sums.H = std::min(std::max(all_plus, all_minus), std::max(plus, minus) + inside) * slack;
+  sums.H = std::min(std::max(all_plus, all_minus), std::max(plus, minus) + (b.cut ? 2 : 1) * inside) * slack;
   sums.H_chunk = inside * slack;
   sums.Z_chunk *= slack;
   if (b.ordered) {
@@ -383,6 +405,25 @@ ColumnSums column_sums(const RowTerms& t, std::size_t c, const std::vector<doubl
                        slack * slack;
     sums.sum_squares = std::max(ordered_squares(t, c, w_hi, wm, b, true, false), ordered_squares(t, c, w_hi, wm, b, true, true)) *
                        slack * slack;
+  }
+  // Additions of a repeated addend into a running sum err alike within a binade (s + x, s + 2x, ...):
+  // the n additions of such a group are one variable of coefficient n·(partial) instead of n
+  // variables, which adds (n² - n)·partial² to V (partials at most 1 for ℓ, H for the accumulator).
+  // Repeated addends: keys of one gap block (equal p) for ℓ, with equal v_jc too for the accumulator.
+  std::vector<std::vector<std::size_t>> members(b.gap_blocks);
+  for (std::size_t j = 0; j < t.keys; ++j) members[b.gap[j]].push_back(j);
+  for (std::vector<std::size_t>& block : members) {
+    if (block.size() < 2) continue;
+    const double n = static_cast<double>(block.size());
+    sums.repeated_sum += (n * n - n) * slack * slack;
+    std::sort(block.begin(), block.end(), [&](std::size_t x, std::size_t y) { return t.v[c][x] < t.v[c][y]; });
+    for (std::size_t n = 0, run = 1; n < block.size(); ++n, ++run) {
+      if (n + 1 == block.size() || t.v[c][block[n + 1]] != t.v[c][block[n]]) {
+        const double m = static_cast<double>(run);
+        if (run > 1) sums.repeated_acc += (m * m - m) * sums.H * sums.H;
+        run = 0;
+      }
+    }
   }
   sums.product_blocks = block_square_sum(b.gap, [&](std::size_t j) { return (w_hi[j] + wm[j]) * std::fabs(t.v[c][j]); }) *
                         slack * slack;
@@ -402,10 +443,10 @@ std::string structure_error(const KernelStructure& s) {
 }
 
 Result<Arithmetic, Error> arithmetic_profile(std::string_view name) {
-  if (name == "fp64") return Arithmetic{DType::fp64, DType::fp64, 1, false, {}};
-  if (name == "fp32") return Arithmetic{DType::fp32, DType::fp32, 2, false, {}};
-  if (name == "fp16") return Arithmetic{DType::fp16, DType::fp32, 2, true, {}};
-  if (name == "bf16") return Arithmetic{DType::bf16, DType::fp32, 2, true, {}};
+  if (name == "fp64") return Arithmetic{DType::fp64, DType::fp64, 1, false, {}, true};
+  if (name == "fp32") return Arithmetic{DType::fp32, DType::fp32, 2, false, {}, true};
+  if (name == "fp16") return Arithmetic{DType::fp16, DType::fp32, 2, true, {}, true};
+  if (name == "bf16") return Arithmetic{DType::bf16, DType::fp32, 2, true, {}, true};
   return Error{"unknown arithmetic profile '" + std::string(name) + "' (expected fp64, fp32, fp16 or bf16)"};
 }
 
@@ -438,7 +479,7 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   const double depth = walk.chunk_keys - 1 + walk.chunks + tiles;  // D of Step 6
   const double sigma = t.scale;
   const bool converts = storage.unit < u;  // inputs finer than compute: one conversion each
-  const bool output_rounds = storage.unit > u;
+  const bool output_rounds = storage.unit > u && arithmetic.output_rounded;
   const double c_sigma = t.scale_defaulted ? 2 : 1;
   const double g2 = gamma_of(2, u);
 
@@ -481,7 +522,8 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   // Steps 6-7 and the result, per output column.
   const double depth_all = 2 * depth + 1 + (converts ? 1 : 0) + (split ? splits + 1 : 0);
   const double rho =
-      (1 + gamma_of(depth_all, u)) * (1 + (arithmetic.weights_in_storage ? storage.unit : 0)) * std::exp(x_common) - 1;
+      (1 + gamma_of(depth_all, u)) * (1 + (arithmetic.weights_in_storage ? storage.unit : 0)) *
+          std::exp(split ? x_common + eta_prime : 0.0) - 1;
   const double flushes = k * (2 * tiles + 4) + 2 * tiles + (split ? 3 * splits : 0);
   const double sub_each =
       arithmetic.weights_in_storage ? storage.half_spacing * std::exp(chain) * (1 + rho) / low : 0.0;
@@ -526,7 +568,7 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
       const double worst = eta_prime * A + gamma_of(c_sigma + 4, u) * common + g2 * 2 * P * W +
                            (tiles - 1) * eta_prime * W + x_split * A;
       // S3: the sums' roundings.
-      const double inside = k - walk.chunks, joins = walk.chunks + tiles + 2 * splits;
+      const double inside = k - walk.chunks, joins = walk.chunks + tiles + 3 * splits;
       if (sums.acc_squares >= 0) {  // ordered: the partial sums themselves
         V += u * u * (sums.acc_squares + sums.sum_squares * y * y);
       } else {
@@ -537,7 +579,10 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
       V += (3 * u * u + u_p * u_p) * sums.product_blocks;
       // S4: second order.
       second += (M_bar / (1 - M_bar) + rho) * spread + (gamma_of(depth_all, u) - depth_all * u) * magnitude;
-      statistical = *lambda_s * std::sqrt(V) + worst + second + u * y + x_common * (y + delta) + subnormal + U;
+      // Repeated addends (gap blocks for ℓ; equal v_jc too for the accumulator) share one error.
+      V += u * u * (sums.repeated_sum * y * y + sums.repeated_acc);
+      statistical = *lambda_s * std::sqrt(V) + worst + second + 2 * u * y +
+                    (split ? x_common + eta_prime : 0.0) * (y + delta) + subnormal + U;
       statistical = std::min(statistical, delta);
     }
     if (output_rounds) {

@@ -47,6 +47,7 @@ struct Arithmetic {
   double exp_ulps = 2;              ///< exp (and log, when splits merge) accurate to this many ulps of `compute`
   bool weights_in_storage = false;  ///< P rounded to `storage` before P·V (FlashAttention fp16/bf16)
   KernelStructure structure;        ///< declared tiling, summation and splits (default: any)
+  bool output_rounded = true;       ///< the output is rounded to `storage` (false: kept in compute, widened)
 };
 
 /// "" when `structure` is consistent, else what is wrong with it (naming the field).

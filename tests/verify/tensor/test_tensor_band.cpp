@@ -22,7 +22,9 @@ using namespace attn::testing_support;
 // are biased and do not cancel); equal (every key the same vector: equal scores, ties at the row
 // maximum, V all positive); low_rank (K = Q's first row times N(0,1) factors: a rank-one score
 // matrix with a huge range, V positive).
-enum class Data { normal, large_gap, masked, explicit_scale, ascending, equal, low_rank };
+// duplicates: key 0 scores 3 and every other key is one same vector scoring 2.75 (repeated exps,
+// one addend added k - 1 times). equal also holds V's column 0 at 0.55 (a repeated product p·v).
+enum class Data { normal, large_gap, masked, explicit_scale, ascending, equal, low_rank, duplicates };
 
 double identity(double x) { return x; }
 double to_float(double x) { return static_cast<float>(x); }
@@ -68,12 +70,21 @@ Head make_head(std::size_t L, std::size_t S, std::size_t E, DType storage, Data 
         case Data::ascending: h.K.push_back(round(a * h.Q[c])); break;
         case Data::equal: h.K.push_back(shared[c]); break;
         case Data::low_rank: h.K.push_back(round(f * h.Q[c])); break;
+        case Data::duplicates: {
+          const double target = j == 0 ? 3.0 : 2.75;  // scaled scores of row 0
+          h.K.push_back(round(target * std::sqrt(static_cast<double>(E)) / q0_norm2 * h.Q[c]));
+          break;
+        }
         default: h.K.push_back(round(normal(rng)));
       }
     }
   }
-  const bool biased = data == Data::ascending || data == Data::equal || data == Data::low_rank;
-  for (std::size_t n = 0; n < S * h.Ev; ++n) h.V.push_back(round(biased ? positive(rng) : normal(rng)));
+  const bool biased = data == Data::ascending || data == Data::equal || data == Data::low_rank ||
+                      data == Data::duplicates;
+  for (std::size_t n = 0; n < S * h.Ev; ++n) {
+    const bool constant = data == Data::equal && n % h.Ev == 0;
+    h.V.push_back(constant ? round(0.55) : round(biased ? positive(rng) : normal(rng)));
+  }
   if (data == Data::masked) {
     std::uniform_real_distribution<double> coin(0, 1);
     for (std::size_t n = 0; n < L * S; ++n) {
@@ -252,7 +263,8 @@ template <class T> void expect_declared_within_band(const char* profile, Roundin
     KernelChoices choices = d.choices;
     choices.round_p = p, choices.round_out = out;
     for (std::size_t S : {1, 2, 15, 16, 17, 63, 64, 65, 127, 128, 129, 300})
-      for (Data data : {Data::normal, Data::large_gap, Data::masked, Data::ascending, Data::equal, Data::low_rank}) {
+      for (Data data : {Data::normal, Data::large_gap, Data::masked, Data::ascending, Data::equal, Data::low_rank,
+                        Data::duplicates}) {
         const Head h = make_head(2, S, 16, arithmetic.storage, data, static_cast<unsigned>(S) + 7);
         const std::string context = std::string(profile) + " " + d.name + " S=" + std::to_string(S) +
                                     " data=" + std::to_string(int(data));
@@ -341,6 +353,34 @@ TEST(TensorBand, DeclaredTilesSharpenTheCertifiedVerdictOnTiledBugs) {
         EXPECT_GT(declared, 1.0);
       }
     }
+}
+
+// Repeated addends at long rows: equal scores with a constant V column, and k - 1 duplicate keys
+// below one maximum. A running sum that adds the same value again and again errs alike at every
+// addition (linearly in k, not like √k): the statistical band must hold there too (review of
+// the statistical tier: it failed at 1.7 to 2.8 before such additions were blocks).
+TEST(TensorBand, BothTiersHoldOnRepeatedAddendsAtLongRows) {
+  const std::pair<KernelStructure, KernelChoices> kernels[] = {
+      {{.key_tile = 128, .sum_chunk = 1, .splits = 1}, {.tile = 128, .chunk = 1}},
+      {{.key_tile = 128, .sum_chunk = 128, .splits = 1}, {.tile = 128, .chunk = 128}},
+      {{.sum_chunk = 1, .single_pass = true, .splits = 1, .ordered = true}, {.chunk = 1}},
+  };
+  for (const char* profile : {"fp32", "fp64"}) {
+    Arithmetic arithmetic = arithmetic_profile(profile).value();
+    for (std::size_t S : {4096, 16384})
+      for (Data data : {Data::equal, Data::duplicates})
+        for (const auto& [structure, choices] : kernels) {
+          arithmetic.structure = structure;
+          const Head h = make_head(1, S, 16, arithmetic.storage, data, 9);
+          const std::vector<double> got = arithmetic.storage == DType::fp64 ? attention_kernel<double>(h, choices)
+                                                                           : attention_kernel<float>(h, choices);
+          const std::string context = std::string(profile) + " S=" + std::to_string(S) + " data=" +
+                                      std::to_string(int(data)) + " tile=" + std::to_string(choices.tile) +
+                                      " chunk=" + std::to_string(choices.chunk);
+          const double usage = worst_usage(h, got, arithmetic, true, context, true);
+          std::printf("%s: statistical usage %.3g\n", context.c_str(), usage);
+        }
+  }
 }
 
 // The statistical tier's power at long rows, with key_tile 128 (tile sums) declared: the tiled
