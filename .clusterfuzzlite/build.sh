@@ -1,5 +1,5 @@
 #!/bin/bash -eu
-# Builds attncheck's seven libFuzzer targets the way OSS-Fuzz and ClusterFuzzLite do: compiler and
+# Builds attncheck's libFuzzer targets (every fuzz/*.cpp but the replay driver) the way OSS-Fuzz and ClusterFuzzLite do: compiler and
 # flags from $CC $CXX $CFLAGS $CXXFLAGS, engine from $LIB_FUZZING_ENGINE, sources under $SRC,
 # scratch in $WORK, and into $OUT for each target: the binary, <target>.options (max_len, dict),
 # <target>.dict and <target>_seed_corpus.zip (corpus/<target>/).

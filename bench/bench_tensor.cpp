@@ -83,14 +83,14 @@ void BM_EncloseRowFast(benchmark::State& state) {
 BENCHMARK(BM_EncloseRowFast)->Args({4096, 128})->Args({1024, 64})->Unit(benchmark::kMillisecond);
 
 // Args: S, E. The rest of a certified row's work, single thread: the band from an enclosure
-// (band_terms, tensor_row_bands) and the plain same-precision row.
+// (band_terms, both tiers' tensor_row_tier_bands) and the plain same-precision row.
 void BM_RowBandAndPlainRow(benchmark::State& state) {
   const auto S = static_cast<std::size_t>(state.range(0)), E = static_cast<std::size_t>(state.range(1));
   const TensorProblem problem = normal_problem(S, E, 4096);
   const RowEnclosure enclosure = enclose_row_fast(problem, 0).value();
   const Arithmetic fp32 = arithmetic_profile("fp32").value();
   for (auto _ : state) {
-    benchmark::DoNotOptimize(tensor_row_bands(band_terms(problem, 0, enclosure), fp32));
+    benchmark::DoNotOptimize(tensor_row_tier_bands(band_terms(problem, 0, enclosure), fp32, 8.5));
     benchmark::DoNotOptimize(plain_row(problem, 0, DType::fp32));
   }
 }

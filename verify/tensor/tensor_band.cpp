@@ -1,6 +1,7 @@
 #include "tensor/tensor_band.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <cmath>
 #include <limits>
@@ -277,7 +278,9 @@ void check_statistical_sizes(const RowTerms& t) {
 // and its tile.
 struct Blocks {
   std::vector<std::size_t> dot, gap, tile, chunk;
-  std::size_t gap_blocks = 0;
+  std::size_t dot_blocks = 0, gap_blocks = 0;
+  std::vector<std::vector<std::size_t>> shared_gap, shared_dot;  ///< the keys of each block of more than one key
+  mutable std::vector<double> scratch;               ///< per-block sums (one row's columns run in turn)
   bool ordered = false;
   std::size_t tiles = 0;
   bool cut = false;  ///< splits may cut a tile
@@ -298,13 +301,30 @@ std::vector<std::size_t> link(const std::vector<double>& lo, const std::vector<d
   return block;
 }
 
+// The keys of each block of more than one key.
+std::vector<std::vector<std::size_t>> shared_blocks(const std::vector<std::size_t>& block, std::size_t count) {
+  std::vector<std::vector<std::size_t>> shared;
+  if (count == block.size()) return shared;
+  std::vector<std::size_t> size(count, 0), slot(count, SIZE_MAX);
+  for (std::size_t id : block) ++size[id];
+  for (std::size_t j = 0; j < block.size(); ++j) {
+    if (size[block[j]] < 2) continue;
+    if (slot[block[j]] == SIZE_MAX) slot[block[j]] = shared.size(), shared.emplace_back();
+    shared[slot[block[j]]].push_back(j);
+  }
+  return shared;
+}
+
 Blocks blocks_of(const RowTerms& t, const std::vector<double>& e, const KernelStructure& s) {
   Blocks b;
   b.dot = link(t.dot_lo, t.dot_hi);
   std::vector<double> lo(t.keys), hi(t.keys);
   for (std::size_t j = 0; j < t.keys; ++j) lo[j] = t.gap[j] - 2 * e[j], hi[j] = t.gap_hi[j] + 2 * e[j];
   b.gap = link(lo, hi);
+  for (std::size_t id : b.dot) b.dot_blocks = std::max(b.dot_blocks, id + 1);
   for (std::size_t id : b.gap) b.gap_blocks = std::max(b.gap_blocks, id + 1);
+  b.shared_gap = shared_blocks(b.gap, b.gap_blocks);
+  b.shared_dot = shared_blocks(b.dot, b.dot_blocks);
   const Walk walk = walk_of(t, s);
   b.tile = walk.tile_of_key;
   b.chunk = walk.chunk_of_key;
@@ -314,14 +334,18 @@ Blocks blocks_of(const RowTerms& t, const std::vector<double>& e, const KernelSt
   return b;
 }
 
-// Σ over blocks of (Σ_{j in block} f(j))².
-template <typename F> double block_square_sum(const std::vector<std::size_t>& block, const F& f) {
-  std::size_t count = 0;
-  for (std::size_t id : block) count = std::max(count, id + 1);
-  std::vector<double> sums(count, 0.0);
-  for (std::size_t j = 0; j < block.size(); ++j) sums[block[j]] += f(j);
+// Σ over blocks of (Σ_{j in block} f(j))²; `count` blocks (count == keys: every block one key).
+template <typename F>
+double block_square_sum(const std::vector<std::size_t>& block, std::size_t count, std::vector<double>& scratch,
+                        const F& f) {
   double total = 0;
-  for (double x : sums) total += x * x;
+  if (count == block.size()) {
+    for (std::size_t j = 0; j < block.size(); ++j) total += f(j) * f(j);
+    return total;
+  }
+  scratch.assign(count, 0.0);
+  for (std::size_t j = 0; j < block.size(); ++j) scratch[block[j]] += f(j);
+  for (double x : scratch) total += x * x;
   return total;
 }
 
@@ -361,31 +385,17 @@ double ordered_squares(const RowTerms& t, std::size_t c, const std::vector<doubl
   return total;
 }
 
+void repeated_addends(const RowTerms& t, std::size_t c, const Blocks& b, ColumnSums& sums, double slack);
+
 ColumnSums column_sums(const RowTerms& t, std::size_t c, const std::vector<double>& w_hi,
                        const std::vector<double>& wm, const Blocks& b, double slack) {
   struct Tile {
     double spread_lo = 0, spread_hi = 0, spread_abs = 0, plus = 0, minus = 0, signed_lo = 0, signed_hi = 0,
            weight = 0;
   };
-  std::vector<Tile> tiles(b.tiles);
-  const double y_lo = t.y_lo[c], y_hi = t.y_hi[c];
-  for (std::size_t j = 0; j < t.keys; ++j) {
-    Tile& tile = tiles[b.tile[j]];
-    const double v = t.v[c][j], w_lo = t.weight_lo[j], w = w_hi[j], w_up = w_hi[j] + wm[j];
-    // w_j (v_j - y) over w in [w_lo, w], y in [y_lo, y_hi] (the extremes are at the corners).
-    const double d_lo = v - y_hi, d_hi = v - y_lo;
-    tile.spread_lo += std::min({w_lo * d_lo, w * d_lo, w_lo * d_hi, w * d_hi});
-    tile.spread_hi += std::max({w_lo * d_lo, w * d_lo, w_lo * d_hi, w * d_hi});
-    tile.spread_abs += w * std::max(std::fabs(d_lo), std::fabs(d_hi));
-    // ω_j v_j, computed weights anywhere in [w_lo, w + wm].
-    (v >= 0 ? tile.plus : tile.minus) += w_up * std::fabs(v);
-    tile.signed_lo += v >= 0 ? w_lo * v : w_up * v;
-    tile.signed_hi += v >= 0 ? w_up * v : w_lo * v;
-    tile.weight += w_up;
-  }
   ColumnSums sums;
   double spread = 0, biggest_tile = 0, plus = 0, minus = 0, inside = 0, all_plus = 0, all_minus = 0;
-  for (const Tile& tile : tiles) {
+  const auto flush = [&](const Tile& tile) {
     spread += std::max(std::fabs(tile.spread_lo), std::fabs(tile.spread_hi));
     biggest_tile = std::max(biggest_tile, tile.spread_abs);
     plus += std::max(tile.signed_hi, 0.0);
@@ -393,7 +403,30 @@ ColumnSums column_sums(const RowTerms& t, std::size_t c, const std::vector<doubl
     inside = std::max(inside, std::max(tile.plus, tile.minus));
     all_plus += tile.plus, all_minus += tile.minus;
     sums.Z_chunk = std::max(sums.Z_chunk, tile.weight);
+  };
+  // Tiles are runs of keys (positions increase), so one running Tile suffices.
+  const double y_lo = t.y_lo[c], y_hi = t.y_hi[c];
+  const double* values = t.v[c].data();
+  Tile tile;
+  for (std::size_t j = 0; j < t.keys; ++j) {
+    if (j > 0 && b.tile[j] != b.tile[j - 1]) flush(tile), tile = Tile{};
+    const double v = values[j], w_lo = t.weight_lo[j], w = w_hi[j], w_up = w_hi[j] + wm[j];
+    // w_j (v_j - y) over w in [w_lo, w], y in [y_lo, y_hi]: the extremes are at the corners, and
+    // with 0 <= w_lo <= w the sign of (v - y) picks them.
+    // Written without branches (the signs are random: a branch per sign mispredicts half the time).
+    const double d_lo = v - y_hi, d_hi = v - y_lo;
+    tile.spread_lo += w_lo * std::max(d_lo, 0.0) + w * std::min(d_lo, 0.0);
+    tile.spread_hi += w * std::max(d_hi, 0.0) + w_lo * std::min(d_hi, 0.0);
+    tile.spread_abs += w * std::max(std::fabs(d_lo), std::fabs(d_hi));
+    // ω_j v_j, computed weights anywhere in [w_lo, w + wm].
+    const double v_plus = std::max(v, 0.0), v_minus = std::max(-v, 0.0);
+    tile.plus += w_up * v_plus;
+    tile.minus += w_up * v_minus;
+    tile.signed_lo += w_lo * v_plus - w_up * v_minus;
+    tile.signed_hi += w_up * v_plus - w_lo * v_minus;
+    tile.weight += w_up;
   }
+  if (t.keys > 0) flush(tile);
   // A split cuts up to two tiles of its own (its first and its last), either of which a prefix may hold.
   sums.prefix_spread = (spread / 2 + (b.cut ? 2 * biggest_tile : 0)) * slack;
   // Any subset: the positive or the negative parts of all terms; whole tiles plus part of one.
@@ -410,24 +443,47 @@ ColumnSums column_sums(const RowTerms& t, std::size_t c, const std::vector<doubl
   // the n additions of such a group are one variable of coefficient n·(partial) instead of n
   // variables, which adds (n² - n)·partial² to V (partials at most 1 for ℓ, H for the accumulator).
   // Repeated addends: keys of one gap block (equal p) for ℓ, with equal v_jc too for the accumulator.
-  std::vector<std::vector<std::size_t>> members(b.gap_blocks);
-  for (std::size_t j = 0; j < t.keys; ++j) members[b.gap[j]].push_back(j);
-  for (std::vector<std::size_t>& block : members) {
-    if (block.size() < 2) continue;
+  repeated_addends(t, c, b, sums, slack);
+  sums.product_blocks = block_square_sum(b.gap, b.gap_blocks, b.scratch,
+                                        [&](std::size_t j) { return (w_hi[j] + wm[j]) * std::fabs(t.v[c][j]); }) *
+                        slack * slack;
+  return sums;
+}
+
+// Σ over the blocks of more than one key of (Σ_B f)² - Σ_B f²: what grouping adds to Σ_j f_j².
+template <typename F> double shared_excess(const std::vector<std::vector<std::size_t>>& shared, const F& f) {
+  double excess = 0;
+  for (const std::vector<std::size_t>& block : shared) {
+    double sum = 0, squares = 0;
+    for (std::size_t j : block) sum += f(j), squares += f(j) * f(j);
+    excess += sum * sum - squares;
+  }
+  return excess;
+}
+
+void repeated_addends(const RowTerms& t, std::size_t c, const Blocks& b, ColumnSums& sums, double slack) {
+  const double* v = t.v[c].data();
+  double excess_acc = 0;  // Σ over groups of equal v_jc in a block of (m² - m) = Σ_j (m_j - 1)
+  for (const std::vector<std::size_t>& block : b.shared_gap) {
     const double n = static_cast<double>(block.size());
     sums.repeated_sum += (n * n - n) * slack * slack;
-    std::sort(block.begin(), block.end(), [&](std::size_t x, std::size_t y) { return t.v[c][x] < t.v[c][y]; });
-    for (std::size_t n = 0, run = 1; n < block.size(); ++n, ++run) {
-      if (n + 1 == block.size() || t.v[c][block[n + 1]] != t.v[c][block[n]]) {
-        const double m = static_cast<double>(run);
-        if (run > 1) sums.repeated_acc += (m * m - m) * sums.H * sums.H;
-        run = 0;
+    if (block.size() <= 32) {
+      for (std::size_t x = 0; x < block.size(); ++x)
+        for (std::size_t y = 0; y < block.size(); ++y) excess_acc += x != y && v[block[x]] == v[block[y]] ? 1 : 0;
+    } else {
+      std::vector<double> sorted(block.size());
+      for (std::size_t x = 0; x < block.size(); ++x) sorted[x] = v[block[x]];
+      std::sort(sorted.begin(), sorted.end());
+      for (std::size_t x = 0, run = 1; x < sorted.size(); ++x, ++run) {
+        if (x + 1 == sorted.size() || sorted[x + 1] != sorted[x]) {
+          const double m = static_cast<double>(run);
+          excess_acc += m * m - m;
+          run = 0;
+        }
       }
     }
   }
-  sums.product_blocks = block_square_sum(b.gap, [&](std::size_t j) { return (w_hi[j] + wm[j]) * std::fabs(t.v[c][j]); }) *
-                        slack * slack;
-  return sums;
+  sums.repeated_acc = excess_acc * sums.H * sums.H;
 }
 
 }  // namespace
@@ -517,6 +573,27 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
     M_bar += wm[j];
   }
   const bool usable = M_bar < 0.5;  // NaN-safe: an infinite or NaN M̄ falls back to the caps
+  // Per-key quantities of the statistical tier, the same for every column.
+  std::vector<double> curvature;  // expm1(x_j) - x_j, Step S4
+  struct {
+    std::vector<double> w_up, G, sl2, M, a;  // w^hi + wm; gap^hi + 2e + |b| + max|b|; σ ℓ2; R + e + P; scratch
+    bool simple = false;                      // any tiling (every key its own tile), not ordered
+  } pre;
+  const Blocks blocks = lambda_s && usable ? blocks_of(t, e, structure) : Blocks{};
+  if (lambda_s && usable) {
+    curvature.resize(t.keys);
+    double b_max = 0;
+    for (std::size_t j = 0; j < t.keys; ++j) b_max = std::max(b_max, t.abs_bias[j]);
+    for (std::size_t j = 0; j < t.keys; ++j) {
+      curvature[j] = std::expm1(x[j]) - x[j];
+      pre.w_up.push_back(w_hi[j] + wm[j]);
+      pre.G.push_back(t.gap_hi[j] + 2 * e[j] + t.abs_bias[j] + b_max);
+      pre.sl2.push_back(sigma * t.l2_dot[j]);
+      pre.M.push_back(R[j] + e[j] + P);
+    }
+    pre.a.resize(t.keys);
+    pre.simple = blocks.tiles == t.keys && !blocks.ordered;
+  }
   const double low = std::exp(-g2 * P - chain - x_split - x_common);
 
   // Steps 6-7 and the result, per output column.
@@ -527,7 +604,6 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   const double flushes = k * (2 * tiles + 4) + 2 * tiles + (split ? 3 * splits : 0);
   const double sub_each =
       arithmetic.weights_in_storage ? storage.half_spacing * std::exp(chain) * (1 + rho) / low : 0.0;
-  const Blocks blocks = lambda_s && usable ? blocks_of(t, e, structure) : Blocks{};
   for (std::size_t c = 0; c < columns; ++c) {
     const double v_max = t.abs_v_max[c], y = t.abs_y[c];
     const double U = 2 * flushes * lambda * (1 + v_max) / low;
@@ -547,23 +623,44 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
     if (lambda_s && usable) {
       // Steps S1-S5 (tensor_band.cpp's derivation, "Statistical tier").
       const double slack = (1 + rho) / (1 - M_bar);
-      std::vector<double> a(t.keys);
-      double A = 0, common = 0, second = 0, l2_sum = 0, b_max = 0;
-      for (std::size_t j = 0; j < t.keys; ++j) b_max = std::max(b_max, t.abs_bias[j]);
-      for (std::size_t j = 0; j < t.keys; ++j) {
-        a[j] = (w_hi[j] + wm[j]) * (t.abs_v_minus_y[c][j] + delta) * slack;
-        A += a[j];
-        common += a[j] * (t.gap_hi[j] + 2 * e[j] + t.abs_bias[j] + b_max);
-        second += a[j] * (std::expm1(x[j]) - x[j]);
-        l2_sum += a[j] * sigma * t.l2_dot[j];
+      const double* distance = t.abs_v_minus_y[c].data();
+      double A = 0, common = 0, second = 0, l2_sum = 0, v_dot = 0, v_gap = 0;
+      ColumnSums sums;
+      if (pre.simple) {
+        // Any tiling (the default), not ordered: one pass over the keys, with H from the signs of v
+        // (every key its own tile) and the blocks of more than one key added afterwards.
+        const double* values = t.v[c].data();
+        double* a = pre.a.data();
+        double plus = 0, minus = 0, products = 0;
+        for (std::size_t j = 0; j < t.keys; ++j) {
+          a[j] = pre.w_up[j] * (distance[j] + delta) * slack;
+          const double v = values[j];
+          A += a[j], common += a[j] * pre.G[j], second += a[j] * curvature[j], l2_sum += a[j] * pre.sl2[j];
+          v_dot += (a[j] * R[j]) * (a[j] * R[j]), v_gap += (a[j] * pre.M[j]) * (a[j] * pre.M[j]);
+          plus += pre.w_up[j] * std::max(v, 0.0), minus += pre.w_up[j] * std::max(-v, 0.0);
+          products += (pre.w_up[j] * v) * (pre.w_up[j] * v);
+        }
+        v_dot += shared_excess(blocks.shared_dot, [&](std::size_t j) { return a[j] * R[j]; });
+        v_gap += shared_excess(blocks.shared_gap, [&](std::size_t j) { return a[j] * pre.M[j]; });
+        products += shared_excess(blocks.shared_gap, [&](std::size_t j) { return pre.w_up[j] * std::fabs(values[j]); });
+        sums.H = std::max(plus, minus) * slack;
+        sums.prefix_spread = A / 2;
+        sums.product_blocks = products * slack * slack;
+        repeated_addends(t, c, blocks, sums, slack);
+      } else {
+        std::vector<double>& a = pre.a;
+        for (std::size_t j = 0; j < t.keys; ++j) {
+          a[j] = pre.w_up[j] * (distance[j] + delta) * slack;
+          A += a[j], common += a[j] * pre.G[j], second += a[j] * curvature[j], l2_sum += a[j] * pre.sl2[j];
+        }
+        v_dot = block_square_sum(blocks.dot, blocks.dot_blocks, blocks.scratch, [&](std::size_t j) { return a[j] * R[j]; });
+        v_gap = block_square_sum(blocks.gap, blocks.gap_blocks, blocks.scratch, [&](std::size_t j) { return a[j] * pre.M[j]; });
+        sums = column_sums(t, c, w_hi, wm, blocks, slack);
       }
       // S1: the random parts of the scores and arguments, by block.
       const double n_s = 3 * static_cast<double>(t.E) + 2;
-      double V = 3 * u * u * l2_sum * l2_sum;
-      V += n_s * u * u * block_square_sum(blocks.dot, [&](std::size_t j) { return a[j] * R[j]; });
-      V += 3 * u * u * block_square_sum(blocks.gap, [&](std::size_t j) { return a[j] * (R[j] + e[j] + P); });
+      double V = 3 * u * u * l2_sum * l2_sum + n_s * u * u * v_dot + 3 * u * u * v_gap;
       // S2: the worst-case parts; W bounds every prefix a rescale can follow.
-      const ColumnSums sums = column_sums(t, c, w_hi, wm, blocks, slack);
       const double W = std::min(A / 2, sums.prefix_spread);
       const double worst = eta_prime * A + gamma_of(c_sigma + 4, u) * common + g2 * 2 * P * W +
                            (tiles - 1) * eta_prime * W + x_split * A;

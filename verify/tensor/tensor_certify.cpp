@@ -165,6 +165,15 @@ std::string number(double x) {
 
 RowTerms band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure& e) {
   RowTerms t;
+  band_terms(p, row, e, t);
+  return t;
+}
+
+void band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure& e, RowTerms& t) {
+  // Every vector is cleared and refilled, keeping its capacity (certify_tensor reuses one per thread).
+  for (std::vector<double>* v : {&t.gap, &t.gap_hi, &t.abs_bias, &t.weight, &t.weight_lo, &t.dot_lo, &t.dot_hi,
+                                 &t.l2_dot, &t.abs_y, &t.y_lo, &t.y_hi})
+    v->clear();
   t.keys = e.keys.size();
   t.position = e.keys;
   t.E = p.E;
@@ -197,11 +206,12 @@ RowTerms band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure&
   t.abs_v_minus_y.resize(p.Ev);
   for (std::vector<double>& column : t.abs_v_minus_y) column.resize(t.keys);
   t.abs_v_max.assign(p.Ev, 0.0);
-  t.v.assign(p.Ev, std::vector<double>(t.keys));
+  t.v.resize(p.Ev);
+  for (std::vector<double>& column : t.v) column.resize(t.keys);
   std::vector<double> lo(p.Ev), hi(p.Ev);
   for (std::size_t c = 0; c < p.Ev; ++c) lo[c] = e.out[c].lo, hi[c] = e.out[c].hi;
   constexpr std::size_t kBlock = 8;
-  std::vector<double> block(kBlock * p.Ev);
+  std::vector<double> block(kBlock * p.Ev), signed_block(kBlock * p.Ev);
   for (std::size_t first = 0; first < t.keys; first += kBlock) {
     const std::size_t count = std::min(kBlock, t.keys - first);
     for (std::size_t b = 0; b < count; ++b) {
@@ -210,12 +220,14 @@ RowTerms band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure&
       for (std::size_t c = 0; c < p.Ev; ++c) {
         distance[c] = up_bound(std::max(std::fabs(v[c] - lo[c]), std::fabs(v[c] - hi[c])));
         t.abs_v_max[c] = std::max(t.abs_v_max[c], std::fabs(v[c]));
-        t.v[c][first + b] = v[c];
+        signed_block[b * p.Ev + c] = v[c];
       }
     }
     for (std::size_t c = 0; c < p.Ev; ++c) {
       double* column = t.abs_v_minus_y[c].data() + first;
       for (std::size_t b = 0; b < count; ++b) column[b] = block[b * p.Ev + c];
+      double* values = t.v[c].data() + first;
+      for (std::size_t b = 0; b < count; ++b) values[b] = signed_block[b * p.Ev + c];
     }
   }
   for (std::size_t c = 0; c < p.Ev; ++c) {
@@ -223,7 +235,6 @@ RowTerms band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure&
     t.y_lo.push_back(e.out[c].lo);
     t.y_hi.push_back(e.out[c].hi);
   }
-  return t;
 }
 
 std::vector<std::size_t> sample_rows(const TensorProblem& p, std::optional<std::size_t> rows, std::uint64_t seed) {
@@ -252,7 +263,9 @@ std::vector<std::size_t> sample_rows(const TensorProblem& p, std::optional<std::
 TensorReport certify_tensor(const TensorProblem& problem, std::span<const double> output,
                             const CertifyOptions& options) {
   return certify_tensor(problem, output, options, [&](std::size_t row, const RowEnclosure& enclosure, double lambda) {
-    return tensor_row_tier_bands(band_terms(problem, row, enclosure), options.arithmetic, lambda);
+    thread_local RowTerms terms;  // megabytes for long rows: reused, not reallocated row after row
+    band_terms(problem, row, enclosure, terms);
+    return tensor_row_tier_bands(terms, options.arithmetic, lambda);
   });
 }
 

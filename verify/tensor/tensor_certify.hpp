@@ -81,6 +81,8 @@ using RowBands = std::function<TierBands(std::size_t row, const RowEnclosure& en
 
 /// The quantities the band needs, from a row's enclosure (each rounded in the safe direction).
 [[nodiscard]] RowTerms band_terms(const TensorProblem& problem, std::size_t row, const RowEnclosure& enclosure);
+/// The same into `terms`, reusing its vectors' capacity.
+void band_terms(const TensorProblem& problem, std::size_t row, const RowEnclosure& enclosure, RowTerms& terms);
 
 /// The rows certified: all of them, or `rows` of them drawn with `seed` (at least: the first, the
 /// last and every row in which no key takes part; more than `rows` when those alone are more).

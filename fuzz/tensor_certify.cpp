@@ -1,0 +1,146 @@
+// Tensor certification on small TensorProblems built from the fuzz bytes: every dtype, both
+// layouts, boolean and additive masks (-inf too) of rank 2 or 4, causal top-left and bottom-right,
+// GQA, key lengths, a given or defaulted scale, and a declared kernel structure. Properties: the
+// exact output rounded once to the storage format passes both tiers; the same output moved by twice
+// the certified band at one element of a row with keys fails both tiers (the statistical band is
+// never wider) and names that element; nothing crashes, nothing is NaN in a verdict.
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "byte_source.hpp"
+#include "fuzz_check.hpp"
+#include "tensor/tensor.hpp"
+#include "tensor/tensor_band.hpp"
+#include "tensor/tensor_certify.hpp"
+#include "tensor/tensor_oracle.hpp"
+
+namespace {
+
+using attn::fuzz::require;
+using namespace attn::verify;
+
+constexpr DType kDtypes[] = {DType::fp64, DType::fp32, DType::fp16, DType::bf16};
+
+// A value exact in `dtype`: a small integer over a power of two, so sums stay far from overflow
+// in fp16 while exponents reach subnormal weights and huge score gaps.
+double value(attn::fuzz::ByteSource& bytes, DType dtype) {
+  const double mantissa = static_cast<double>(bytes.in_range(0, 255)) - 128;
+  const int exponent = static_cast<int>(bytes.in_range(0, 12)) - 8;
+  return round_to(dtype, std::ldexp(mantissa, exponent - 3));
+}
+
+TensorProblem build(attn::fuzz::ByteSource& bytes) {
+  TensorProblem p;
+  p.dtype = kDtypes[bytes.in_range(0, 3)];
+  p.layout = bytes.flag() ? AxisOrder::batch_seq_head : AxisOrder::batch_head_seq;
+  p.batch = bytes.in_range(1, 2);
+  p.kv_heads = bytes.in_range(1, 2);
+  p.q_heads = p.kv_heads * bytes.in_range(1, 2);
+  p.L = bytes.in_range(1, 4), p.S = bytes.in_range(1, 6);
+  p.E = bytes.in_range(1, 4), p.Ev = bytes.in_range(1, 3);
+  for (auto [values, count] : {std::pair{&p.query, p.batch * p.q_heads * p.L * p.E},
+                               std::pair{&p.key, p.batch * p.kv_heads * p.S * p.E},
+                               std::pair{&p.value, p.batch * p.kv_heads * p.S * p.Ev}})
+    for (std::size_t n = 0; n < count; ++n) values->push_back(value(bytes, p.dtype));
+  if (bytes.flag()) p.scale = static_cast<double>(bytes.in_range(1, 64)) / 16 * (bytes.in_range(0, 7) == 0 ? -1 : 1);
+  const std::size_t mask = bytes.in_range(0, 2);
+  if (mask != 0) {
+    p.mask_kind = mask == 1 ? TensorMask::boolean : TensorMask::additive;
+    p.mask_shape = bytes.flag() ? std::vector<std::size_t>{p.batch, p.q_heads, p.L, p.S}
+                                : std::vector<std::size_t>{p.L, p.S};
+    std::size_t count = 1;
+    for (std::size_t d : p.mask_shape) count *= d;
+    for (std::size_t n = 0; n < count; ++n) {
+      if (p.mask_kind == TensorMask::boolean) {
+        p.mask.push_back(bytes.in_range(0, 3) != 0 ? 1 : 0);
+      } else {
+        const std::size_t choice = bytes.in_range(0, 7);
+        p.mask.push_back(choice == 0 ? -std::numeric_limits<double>::infinity() : value(bytes, p.dtype));
+      }
+    }
+  }
+  if (bytes.flag())
+    for (std::size_t b = 0; b < p.batch; ++b) p.key_lengths.push_back(bytes.in_range(0, p.S));
+  p.causal = static_cast<Causal>(bytes.in_range(0, 2));
+  return p;
+}
+
+KernelStructure structure(attn::fuzz::ByteSource& bytes) {
+  KernelStructure s;
+  switch (bytes.in_range(0, 3)) {
+    case 1: s.key_tile = bytes.in_range(1, 4), s.sum_chunk = bytes.in_range(1, s.key_tile); break;
+    case 2: s.single_pass = true, s.sum_chunk = bytes.in_range(1, 3); break;
+    default: break;
+  }
+  const std::size_t splits = bytes.in_range(0, 3);  // 0: any
+  s.splits = splits;
+  s.ordered = splits == 1 && bytes.flag();
+  require(structure_error(s).empty(), "the fuzz target builds only consistent structures", structure_error(s));
+  return s;
+}
+
+bool has_keys(const TensorProblem& p, std::size_t row) {
+  const RowIndex r = row_index(p, row);
+  for (std::size_t j = 0; j < p.S; ++j)
+    if (takes_part(p, r.b, r.h, r.i, j)) return true;
+  return false;
+}
+
+std::size_t output_index(const TensorProblem& p, std::size_t row, std::size_t c) {
+  const RowIndex r = row_index(p, row);
+  return tensor_index(p, p.q_heads, p.L, p.Ev, r.b, r.h, r.i, c);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  attn::fuzz::ByteSource bytes(data, size);
+  const TensorProblem p = build(bytes);
+  if (!validate(p)) return 0;  // a scale of 0 or an unrepresentable combination: not a certification
+  CertifyOptions options;
+  options.arithmetic = arithmetic_profile(dtype_name(p.dtype)).value();
+  options.arithmetic.structure = structure(bytes);
+  options.threads = 1;
+  const std::size_t rows = p.batch * p.q_heads * p.L;
+  // The exact output rounded once to the storage format; fully masked rows +0.
+  std::vector<double> exact(rows * p.Ev, 0.0);
+  std::vector<std::size_t> with_keys;
+  for (std::size_t row = 0; row < rows; ++row) {
+    if (!has_keys(p, row)) continue;
+    with_keys.push_back(row);
+    const RowEnclosure e = enclose_row(p, row, 128);
+    for (std::size_t c = 0; c < p.Ev; ++c) exact[output_index(p, row, c)] = round_to(p.dtype, e.fine[c].head);
+  }
+  const TensorReport report = certify_tensor(p, exact, options);
+  require(report.certified.passed && report.statistical.passed, "the exactly rounded output passes both tiers",
+          report.summary());
+  require(report.statistical.max_band_usage >= report.certified.max_band_usage, "statistical usage >= certified",
+          report.summary());
+  if (with_keys.empty()) return 0;
+  // One element of a row with keys moved by twice its certified band, away from zero's side.
+  const std::size_t row = with_keys[bytes.in_range(0, with_keys.size() - 1)], c = bytes.in_range(0, p.Ev - 1);
+  const RowEnclosure e = enclose_row(p, row, 128);
+  const TierBands bands = tensor_row_tier_bands(band_terms(p, row, e), options.arithmetic, report.lambda);
+  const double delta = bands.certified[c];
+  require(delta > 0 && std::isfinite(delta) && bands.statistical[c] <= delta, "0 < statistical <= certified band");
+  std::vector<double> moved = exact;
+  const double direction = bytes.flag() ? 1 : -1, target = e.fine[c].head + direction * 2 * delta;
+  double x = round_to(p.dtype, target);
+  while (std::isfinite(x) && std::fabs(x - e.fine[c].head) < 2 * delta)
+    x = round_to(p.dtype, x + direction * ulp_of(p.dtype, x) * 0.75);  // the next value of the format
+  if (!std::isfinite(x)) return 0;  // beyond the format's range: not an output a kernel can hold
+  moved[output_index(p, row, c)] = x;
+  const TensorReport wrong = certify_tensor(p, moved, options);
+  require(!wrong.certified.passed && !wrong.statistical.passed, "an element moved by 2δ fails both tiers",
+          wrong.summary());
+  const RowIndex r = row_index(p, row);
+  const std::array<std::size_t, 4> index{r.b, r.h, r.i, c};
+  require(wrong.failures.size() == 1 && wrong.failures[0].index == index && wrong.failures[0].usage > 1.9,
+          "the failure names the moved element", wrong.summary());
+  return 0;
+}
