@@ -160,6 +160,8 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
   result["certified"] = verdict_dict(report.certified);
   result["statistical"] = verdict_dict(report.statistical);
   result["lambda"] = report.lambda;
+  result["consistent_with"] = report.consistent_with;
+  result["diagnosed"] = report.diagnosed;
   return result;
 }
 

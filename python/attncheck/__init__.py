@@ -40,7 +40,8 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     (``causal_alignment="top-left"``, PyTorch) or j <= i + S - L (``"bottom-right"``, FlashAttention
     >= 2.1). scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
     kv head h // G. key_lengths: per batch item, keys j >= length are masked. precision: "fp64",
-    "fp32", "fp16" or "bf16" (default: the inputs' dtype; an out of another dtype is noted in
+    "fp32", "fp16", "bf16", "fp16-math" or "bf16-math" (PyTorch's math path: the scaled Q, the
+    scores and P rounded to the dtype too) (default: the inputs' dtype; an out of another dtype is noted in
     ``report.notes``); exp_ulps and weights_in_storage refine it.
     rows: certify a seeded sample of this many rows (default all); every element is still checked
     finite and fully masked rows zero.

@@ -13,7 +13,7 @@ import numpy as np
 
 # dtype name -> precision profile of the C++ side (verify/tensor/tensor_band.hpp, arithmetic_profile).
 PRECISION_OF_DTYPE = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
-PRECISIONS = ("fp64", "fp32", "fp16", "bf16")
+PRECISIONS = ("fp64", "fp32", "fp16", "bf16", "fp16-math", "bf16-math")
 ALIGNMENTS = ("top-left", "bottom-right")
 
 

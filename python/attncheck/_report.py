@@ -75,6 +75,7 @@ class Report:
     structure: dict = dataclasses.field(default_factory=dict)  #: the declared kernel structure
     model: str = MODEL
     notes: list = dataclasses.field(default_factory=list)  #: how the precision was inferred, when out's dtype differs
+    consistent_with: list = None  #: on a failure: the standard profiles of the inputs' dtype under which out passes
 
     def __bool__(self) -> bool:
         return self.passed
@@ -103,8 +104,20 @@ class Report:
                      f"{text(f'statistical (alpha {self.alpha:g})', self.statistical)}; decided by {self.tier}; "
                      f"kernel structure {declared}")
         notes = "".join(f"\nnote: {note}" for note in self.notes)
+        if self.consistent_with is not None:
+            notes += f"\ndiagnosis: {self.diagnosis()}"
         return (f"{verdict}\nband usage max {_number(self.max_band_usage)}, mean {_number(self.mean_band_usage)}; "
                 f"{coverage}{capped}{tiers}{notes}")
+
+    def diagnosis(self) -> str:
+        """On a failure, which standard arithmetic the output is consistent with (README, "Profiles")."""
+        if self.passed or self.consistent_with is None:
+            return ""
+        outside = f"outside {self.precision} ({_PROFILE_TEXT.get(self.precision, self.precision)})"
+        if not self.consistent_with:
+            return f"{outside}; inside no other standard profile of the inputs' dtype"
+        inside = "; ".join(f"inside {name}: {_PROFILE_TEXT.get(name, name)}" for name in self.consistent_with)
+        return f"{outside}; {inside}"
 
     def to_json(self, **dumps_options) -> str:
         """The report as strict JSON (NaN and infinities as the strings "NaN", "Infinity", "-Infinity")."""
@@ -147,8 +160,16 @@ class Report:
                    elements_total=elements_total, capped_rows=native["capped_rows"],
                    max_plain_ratio=native["max_plain_ratio"], mean_plain_ratio=native["mean_plain_ratio"],
                    precision=precision, seed=seed, tier=tier, alpha=alpha, statistical_lambda=native["lambda"],
-                   structure=dict(structure or {}), notes=list(notes), **verdicts)
+                   structure=dict(structure or {}), notes=list(notes),
+                   consistent_with=list(native["consistent_with"]) if native["diagnosed"] else None, **verdicts)
 
+
+_PROFILE_TEXT = {
+    "fp64": "fp64 compute", "fp32": "fp32 compute",
+    "fp16": "fp32 compute, P and the output rounded to fp16", "bf16": "fp32 compute, P and the output rounded to bf16",
+    "fp16-math": "intermediates rounded to fp16: the scaled Q, the scores, P and the output",
+    "bf16-math": "intermediates rounded to bf16: the scaled Q, the scores, P and the output",
+}
 
 _SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 

@@ -109,3 +109,32 @@ def test_conformance_families(precision):
     assert table.skipped == ["causal_bottom_right", "gqa_mapping"]  # no such arguments in 1.13
     assert table["gqa_mapping"].reason == "fn lacks enable_gqa"
     assert len(table.passed) == len(table) - 3
+
+
+@pytest.mark.parametrize("shape,S", [((1, 2, 64, 64), 256), ((1, 2, 128, 64), 256), ((2, 3, 9, 16), 33)])
+def test_bf16_math_path_passes_bf16_math_and_a_bf16_failure_names_it(shape, S):
+    # PyTorch 1.13's bf16 SDPA is its math path: the scaled Q, the scores and P in bf16.
+    B, H, L, E = shape
+    q, k, v = (x.bfloat16() for x in random_tensors(torch.float32, B, H, L, S, E, E, seed=L + S))
+    mask = torch.rand(B, H, L, S, generator=torch.Generator().manual_seed(3)) > 0.2
+    mask[..., 0] = True  # no fully masked row (1.13 gives NaN there)
+    for call, kwargs in ((dict(is_causal=True), dict(is_causal=True)), (dict(attn_mask=mask), dict(attn_mask=mask)),
+                         (dict(), dict())):
+        out = torch_sdpa(q, k, v, **call)
+        math = attncheck.check_attention(out, q, k, v, precision="bf16-math", **kwargs)
+        assert math.passed and math.statistical.passed, str(math)
+        plain = attncheck.check_attention(out, q, k, v, **kwargs)
+        if not plain.passed:  # outside bf16 (scores kept in fp32): the report says where it is inside
+            assert plain.consistent_with == ["bf16-math"]
+            assert "outside bf16" in plain.diagnosis() and "inside bf16-math" in plain.diagnosis()
+
+
+def test_bf16_causal_sdpa_fails_bf16_and_is_diagnosed_bf16_math():
+    # The case measured when the profile was missing: causal [1, 2, 64, 64] x S = 256 used 1.1 of bf16.
+    q, k, v = (x.bfloat16() for x in random_tensors(torch.float32, 1, 2, 64, 256, 64, 64, seed=1))
+    out = torch_sdpa(q, k, v, is_causal=True)
+    plain = attncheck.check_attention(out, q, k, v, is_causal=True)
+    math = attncheck.check_attention(out, q, k, v, is_causal=True, precision="bf16-math")
+    assert math.passed and not plain.passed  # usage 0.35 and 1.10, measured
+    assert plain.consistent_with == ["bf16-math"] and "diagnosis: outside bf16" in str(plain)
+    assert math.consistent_with is None  # no diagnosis of a pass

@@ -41,6 +41,10 @@
 // element roundings; the bias add is one more. Every route (Higham eq. (3.5)) gives
 // |ŝ_j - s_j| <= e_j := γ_{E+c_σ+7} R_j + (2E+4) λ (1+2σ)   (flushed products and sums).
 // With storage finer than compute, q and k convert first: E+c_σ+9. E := max e_j, P := max(R_j+e_j).
+// Step 2' (intermediates in storage, PyTorch's math path in fp16/bf16: query_in_storage,
+// scores_in_storage). Rounding the scaled Q (or K) to storage changes each score by at most
+// u_s Σ_c |q_c σ k_jc| <= u_s(1 + γ) σ A_j; rounding the scores after Q·Kᵀ and after the bias add,
+// twice a relative u_s of |ŝ_j| <= R_j + e_j, plus 2h in storage's subnormal range. Both join e_j.
 // Step 3 (arguments, any tiling). Key j in tile t gets its own exponential at argument ŝ_j - m_t
 // and then the rescales of tiles t+1..T at m_{i-1} - m_i: the natural arguments sum to
 // ŝ_j - m_T, m_T = max_i ŝ_i the same for every key, so by shift invariance only the deviation
@@ -499,11 +503,24 @@ std::string structure_error(const KernelStructure& s) {
 }
 
 Result<Arithmetic, Error> arithmetic_profile(std::string_view name) {
-  if (name == "fp64") return Arithmetic{DType::fp64, DType::fp64, 1, false, {}, true};
-  if (name == "fp32") return Arithmetic{DType::fp32, DType::fp32, 2, false, {}, true};
-  if (name == "fp16") return Arithmetic{DType::fp16, DType::fp32, 2, true, {}, true};
-  if (name == "bf16") return Arithmetic{DType::bf16, DType::fp32, 2, true, {}, true};
-  return Error{"unknown arithmetic profile '" + std::string(name) + "' (expected fp64, fp32, fp16 or bf16)"};
+  if (name == "fp64") return Arithmetic{DType::fp64, DType::fp64, 1, false, false, false, {}, true};
+  if (name == "fp32") return Arithmetic{DType::fp32, DType::fp32, 2, false, false, false, {}, true};
+  if (name == "fp16") return Arithmetic{DType::fp16, DType::fp32, 2, true, false, false, {}, true};
+  if (name == "bf16") return Arithmetic{DType::bf16, DType::fp32, 2, true, false, false, {}, true};
+  if (name == "fp16-math") return Arithmetic{DType::fp16, DType::fp32, 2, true, true, true, {}, true};
+  if (name == "bf16-math") return Arithmetic{DType::bf16, DType::fp32, 2, true, true, true, {}, true};
+  return Error{"unknown arithmetic profile '" + std::string(name) +
+               "' (expected fp64, fp32, fp16, bf16, fp16-math or bf16-math)"};
+}
+
+std::vector<std::string> profiles_for(DType dtype) {
+  switch (dtype) {
+    case DType::fp64: return {"fp64"};
+    case DType::fp32: return {"fp32"};
+    case DType::fp16: return {"fp16", "fp16-math"};
+    case DType::bf16: return {"bf16", "bf16-math"};
+  }
+  return {};
 }
 
 double statistical_lambda(double alpha, std::size_t elements) {
@@ -544,9 +561,15 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   const double g_dot = gamma_of(static_cast<double>(t.E) + c_sigma + 7 + (converts ? 2 : 0), u);
   const double flushed = (2 * static_cast<double>(t.E) + 4) * lambda * (1 + 2 * sigma);
   double P = 0;
+  // Step 2': intermediates in storage. The scaled Q (or K) rounded: |Σ_c q_c σ δ_c k_jc| <= u_s R_j;
+  // the scores rounded after Q·Kᵀ and after the bias add: two roundings of |ŝ| <= R_j + e_j, plus
+  // 2h for scores in storage's subnormal range.
+  const double u_s = storage.unit, gs2 = gamma_of(2, u_s);
   for (std::size_t j = 0; j < t.keys; ++j) {
     R[j] = sigma * t.abs_dot[j] + t.abs_bias[j];
     e[j] = g_dot * R[j] + flushed;
+    if (arithmetic.query_in_storage) e[j] += u_s * (1 + g_dot) * sigma * t.abs_dot[j];
+    if (arithmetic.scores_in_storage) e[j] += gs2 * (R[j] + e[j]) + 2 * storage.half_spacing;
     P = std::max(P, R[j] + e[j]);
   }
 
@@ -659,7 +682,11 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
       }
       // S1: the random parts of the scores and arguments, by block.
       const double n_s = 3 * static_cast<double>(t.E) + 2;
-      double V = 3 * u * u * l2_sum * l2_sum + n_s * u * u * v_dot + 3 * u * u * v_gap;
+      // Intermediates in storage: Q's rounding joins the common Q roundings, the scores' two
+      // roundings (coefficient <= u_s (R_j + e_j)) the per-key dot-product block terms.
+      const double q_storage = arithmetic.query_in_storage ? u_s * u_s : 0.0;
+      const double s_storage = arithmetic.scores_in_storage ? 2 * u_s * u_s * (1 + g_dot) * (1 + g_dot) : 0.0;
+      double V = (3 * u * u + q_storage) * l2_sum * l2_sum + (n_s * u * u + s_storage) * v_dot + 3 * u * u * v_gap;
       // S2: the worst-case parts; W bounds every prefix a rescale can follow.
       const double W = std::min(A / 2, sums.prefix_spread);
       const double worst = eta_prime * A + gamma_of(c_sigma + 4, u) * common + g2 * 2 * P * W +

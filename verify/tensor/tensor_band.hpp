@@ -46,6 +46,8 @@ struct Arithmetic {
   DType compute = DType::fp32;      ///< scores, exp, sums, accumulators
   double exp_ulps = 2;              ///< exp (and log, when splits merge) accurate to this many ulps of `compute`
   bool weights_in_storage = false;  ///< P rounded to `storage` before P·V (FlashAttention fp16/bf16)
+  bool query_in_storage = false;    ///< the scaled Q (or K) rounded to `storage` before Q·Kᵀ (PyTorch's math path)
+  bool scores_in_storage = false;   ///< the scores rounded to `storage`, after Q·Kᵀ and again after the mask's add
   KernelStructure structure;        ///< declared tiling, summation and splits (default: any)
   bool output_rounded = true;       ///< the output is rounded to `storage` (false: kept in compute, widened)
 };
@@ -54,8 +56,14 @@ struct Arithmetic {
 [[nodiscard]] std::string structure_error(const KernelStructure& structure);
 
 /// fp64 (compute fp64, exp <= 1 ulp), fp32 (compute fp32, exp <= 2 ulps), fp16 and bf16 (storage half,
-/// compute fp32, exp <= 2 ulps, output rounded to storage); the error names the profile.
+/// compute fp32, exp <= 2 ulps, P and the output rounded to storage), fp16-math and bf16-math (as
+/// fp16 and bf16, and the scaled Q and the scores rounded to storage too: PyTorch's math path in
+/// that dtype); the error names the profiles.
 [[nodiscard]] Result<Arithmetic, Error> arithmetic_profile(std::string_view name);
+
+/// The standard profiles for inputs stored in `dtype` (fp16: fp16, fp16-math; bf16: bf16, bf16-math;
+/// fp32: fp32; fp64: fp64), narrowest first.
+[[nodiscard]] std::vector<std::string> profiles_for(DType dtype);
 
 /// What δ depends on for one row (all exact quantities rounded in the safe direction by the caller).
 struct RowTerms {

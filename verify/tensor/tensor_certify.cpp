@@ -161,7 +161,31 @@ std::string number(double x) {
   return text;
 }
 
+bool same_arithmetic(const Arithmetic& a, const Arithmetic& b) {
+  return a.storage == b.storage && a.compute == b.compute && a.exp_ulps == b.exp_ulps &&
+         a.weights_in_storage == b.weights_in_storage && a.query_in_storage == b.query_in_storage &&
+         a.scores_in_storage == b.scores_in_storage && a.output_rounded == b.output_rounded;
+}
+
 }  // namespace
+
+// The standard profiles of the dtype under which the same output passes (the declared structure,
+// a larger exp_ulps and a widened output carried over); the profile in use is not certified again.
+void diagnose(const TensorProblem& p, std::span<const double> output, const CertifyOptions& options,
+              TensorReport& report) {
+  report.diagnosed = true;
+  for (const std::string& name : profiles_for(p.dtype)) {
+    CertifyOptions other = options;
+    other.arithmetic = arithmetic_profile(name).value();
+    other.arithmetic.structure = options.arithmetic.structure;
+    other.arithmetic.exp_ulps = std::max(other.arithmetic.exp_ulps, options.arithmetic.exp_ulps);
+    other.arithmetic.output_rounded = options.arithmetic.output_rounded;
+    other.diagnose = false;
+    other.max_failures = 0;
+    if (same_arithmetic(other.arithmetic, options.arithmetic)) continue;
+    if (certify_tensor(p, output, other).passed) report.consistent_with.push_back(name);
+  }
+}
 
 RowTerms band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure& e) {
   RowTerms t;
@@ -262,11 +286,14 @@ std::vector<std::size_t> sample_rows(const TensorProblem& p, std::optional<std::
 
 TensorReport certify_tensor(const TensorProblem& problem, std::span<const double> output,
                             const CertifyOptions& options) {
-  return certify_tensor(problem, output, options, [&](std::size_t row, const RowEnclosure& enclosure, double lambda) {
-    thread_local RowTerms terms;  // megabytes for long rows: reused, not reallocated row after row
-    band_terms(problem, row, enclosure, terms);
-    return tensor_row_tier_bands(terms, options.arithmetic, lambda);
-  });
+  TensorReport report =
+      certify_tensor(problem, output, options, [&](std::size_t row, const RowEnclosure& enclosure, double lambda) {
+        thread_local RowTerms terms;  // megabytes for long rows: reused, not reallocated row after row
+        band_terms(problem, row, enclosure, terms);
+        return tensor_row_tier_bands(terms, options.arithmetic, lambda);
+      });
+  if (!report.passed && options.diagnose) diagnose(problem, output, options, report);
+  return report;
 }
 
 TensorReport certify_tensor(const TensorProblem& p, std::span<const double> output, const CertifyOptions& options,
@@ -306,7 +333,9 @@ TensorReport certify_tensor(const TensorProblem& p, std::span<const double> outp
     for (double u : o.usages) {
       usage_sum += u;
       report.max_band_usage = std::max(report.max_band_usage, u);
-      const int decade = std::clamp(static_cast<int>(std::floor(std::log10(u))) + kDecades, 0, kDecades - 1);
+      // log10 only of a usage in (0, 1]: log10(0) = -inf has no int (UBSan's float-cast-overflow).
+      const double exponent = u > 0 && u <= 1 ? std::floor(std::log10(u)) : 0.0;
+      const int decade = std::clamp(static_cast<int>(std::max(exponent, -100.0)) + kDecades, 0, kDecades - 1);
       ++report.usage_histogram[u == 0 ? 0 : u > 1 ? kDecades + 1 : static_cast<std::size_t>(decade) + 1];
     }
     for (double ratio : o.plain_ratios) {
@@ -350,6 +379,11 @@ std::string TensorReport::summary() const {
   out += "; " + std::to_string(rows_checked) + " of " + std::to_string(rows_total) + " rows certified (" +
          std::to_string(elements_certified) + " elements), every element checked finite and masked rows zero";
   if (capped_rows) out += "; " + std::to_string(capped_rows) + " row(s) at the precision cap";
+  if (diagnosed) {
+    out += "; consistent with: ";
+    if (consistent_with.empty()) out += "no other standard profile of the dtype";
+    for (std::size_t n = 0; n < consistent_with.size(); ++n) out += (n ? ", " : "") + consistent_with[n];
+  }
   out += "; error vs plain same-precision max " + number(max_plain_ratio) + ", mean " + number(mean_plain_ratio);
   return out;
 }

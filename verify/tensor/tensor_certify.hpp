@@ -48,6 +48,10 @@ struct TensorReport {
   Tier tier = Tier::certified;               ///< the deciding tier
   TierVerdict certified, statistical;        ///< both tiers
   double alpha = 0, lambda = 0;              ///< the statistical tier's false-alarm probability and its λ
+  /// On a failure (with CertifyOptions::diagnose): the standard profiles of the inputs' dtype
+  /// (profiles_for) under which the same output passes the deciding tier, e.g. {"bf16-math"}.
+  std::vector<std::string> consistent_with;
+  bool diagnosed = false;                    ///< whether consistent_with was computed
   std::vector<TensorFailure> failures;       ///< the deciding tier's, worst first (usage, then index), at most max_failures kept
   std::size_t failure_count = 0;             ///< all failures of the deciding tier, kept or not
   double max_band_usage = 0;                 ///< |got - exact| / δ over certified elements (distance to the
@@ -73,6 +77,7 @@ struct CertifyOptions {
   std::size_t max_failures = 100;   ///< failures kept in the report
   Tier tier = Tier::certified;      ///< the tier that decides `passed`
   double alpha = 1e-9;              ///< the statistical tier's false-alarm probability for the whole report
+  bool diagnose = true;             ///< on a failure, certify again under every standard profile of the dtype
 };
 
 /// Both tiers' δ for each output column of one row, from its enclosure and the statistical λ (an
@@ -94,6 +99,12 @@ void band_terms(const TensorProblem& problem, std::size_t row, const RowEnclosur
 /// output.size() != B·Hq·L·Ev (the caller validates input first).
 [[nodiscard]] TensorReport certify_tensor(const TensorProblem& problem, std::span<const double> output,
                                           const CertifyOptions& options);
+
+/// Fills report.consistent_with: certifies `output` again under each standard profile of the
+/// problem's dtype other than options.arithmetic (certify_tensor with standard bands calls it on a
+/// failure when options.diagnose).
+void diagnose(const TensorProblem& problem, std::span<const double> output, const CertifyOptions& options,
+              TensorReport& report);
 
 /// As above with bands from `bands` instead of options.arithmetic (tests, other band models).
 [[nodiscard]] TensorReport certify_tensor(const TensorProblem& problem, std::span<const double> output,

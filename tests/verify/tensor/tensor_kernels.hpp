@@ -67,6 +67,8 @@ struct KernelChoices {
   bool sum_not_rescaled = false;          ///< bug: the running sum is not multiplied by α
   bool accumulate_in_fp16 = false;        ///< bug: the accumulator rounded to fp16 after each update
   double (*round_alpha)(double) = nullptr;  ///< bug: the rescale factor rounded (to bf16, say)
+  double (*round_query)(double) = nullptr;  ///< the scaled Q rounded (PyTorch's math path; query_first)
+  double (*round_scores)(double) = nullptr; ///< the scores rounded after Q·Kᵀ and after the bias add
 };
 
 /// Output [L, Ev] of the kernel described by `choices`, computed in T (float or double).
@@ -147,11 +149,16 @@ template <class T> std::vector<double> attention_kernel(const Head& h, const Ker
       T dot = 0;
       for (std::size_t c = 0; c < h.E; ++c) {
         const T q = static_cast<T>(h.Q[i * h.E + c]);
-        const T qs = choices.scaling == Scaling::query_first ? q * scale : q;
+        T qs = choices.scaling == Scaling::query_first ? q * scale : q;
+        if (choices.round_query && choices.scaling == Scaling::query_first) qs = static_cast<T>(choices.round_query(qs));
         dot += qs * static_cast<T>(h.K[j * h.E + c]);
       }
       const T b = static_cast<T>(h.bias_at(i, j));
-      if (choices.scaling == Scaling::query_first)
+      const auto stored = [&](T x) { return choices.round_scores ? static_cast<T>(choices.round_scores(x)) : x; };
+      if (choices.round_scores) {  // PyTorch's math path: the matmul's output, then the mask's add, in storage
+        const T product = choices.scaling == Scaling::query_first ? dot : dot * scale;
+        score[j] = b == -inf ? -inf : stored(stored(product) + b);
+      } else if (choices.scaling == Scaling::query_first)
         score[j] = dot + b;
       else if (raw)
         score[j] = dot;

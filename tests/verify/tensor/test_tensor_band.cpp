@@ -169,6 +169,12 @@ TEST(TensorBand, ProfilesByName) {
   const auto bad = arithmetic_profile("fp8");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("'fp8'"), std::string::npos);
+  const auto math = arithmetic_profile("bf16-math");
+  ASSERT_TRUE(math.ok());
+  EXPECT_TRUE(math->query_in_storage && math->scores_in_storage && math->weights_in_storage);
+  EXPECT_FALSE(arithmetic_profile("bf16")->scores_in_storage);
+  EXPECT_EQ(profiles_for(DType::bf16), (std::vector<std::string>{"bf16", "bf16-math"}));
+  EXPECT_EQ(profiles_for(DType::fp32), (std::vector<std::string>{"fp32"}));
 }
 
 TEST(TensorBand, RowWithoutKeysIsExactlyZero) {
@@ -205,6 +211,36 @@ void expect_exceeds_fp32_band(const KernelChoices& choices) {
   EXPECT_GT(worst, 1.0);
   std::printf("worst |err|/δ %.3g\n", worst);
 }
+
+// PyTorch's math path in bf16 and fp16: the scaled Q, the scores (after Q·Kᵀ and after the mask's
+// add), P and the output rounded to storage, P normalized before P·V. Inside the -math profiles on
+// every data kind, in both tiers; on scores spread over hundreds (large_gap) outside the plain
+// profile, which assumes scores kept in fp32.
+template <class T> void expect_math_path(const char* plain, const char* math, Rounding round) {
+  const Arithmetic with_math = arithmetic_profile(math).value(), without = arithmetic_profile(plain).value();
+  const std::vector<Variant> variants = {
+      {"math path", {.scaling = Scaling::query_first, .normalize_first = true, .round_p = round, .round_out = round,
+                     .round_query = round, .round_scores = round}},
+      {"math path, scores scaled", {.normalize_first = true, .round_p = round, .round_out = round, .round_scores = round}},
+  };
+  double outside = 0;
+  for (std::size_t S : {1, 7, 64, 300})
+    for (Data data : {Data::normal, Data::large_gap, Data::masked, Data::explicit_scale, Data::equal, Data::duplicates})
+      for (const Variant& v : variants) {
+        const Head h = make_head(3, S, 16, with_math.storage, data, static_cast<unsigned>(S));
+        const std::vector<double> got = attention_kernel<T>(h, v.choices);
+        const std::string context = std::string(math) + " " + v.name + " S=" + std::to_string(S) + " data=" +
+                                    std::to_string(int(data));
+        worst_usage(h, got, with_math, true, context);
+        worst_usage(h, got, with_math, true, context, true);
+        if (data == Data::large_gap && S > 1) outside = std::max(outside, worst_usage(h, got, without, false, ""));
+      }
+  std::printf("%s kernels against %s: worst usage %.3g on large score gaps\n", math, plain, outside);
+  EXPECT_GT(outside, 1.0);
+}
+
+TEST(TensorBand, Bf16MathPathWithinBf16MathOutsideBf16) { expect_math_path<float>("bf16", "bf16-math", round_bf16); }
+TEST(TensorBand, Fp16MathPathWithinFp16MathOutsideFp16) { expect_math_path<float>("fp16", "fp16-math", round_fp16); }
 
 TEST(TensorBand, ExpInFp16ExceedsFp32Band) { expect_exceeds_fp32_band({.exp_in_fp16 = true}); }
 TEST(TensorBand, UnrescaledSumExceedsFp32Band) { expect_exceeds_fp32_band({.tile = 8, .sum_not_rescaled = true}); }
