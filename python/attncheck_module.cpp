@@ -115,6 +115,7 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
   if (!arithmetic) throw py::value_error("precision: " + arithmetic.error().message);
   attn::verify::CertifyOptions options;
   options.arithmetic = arithmetic.value();
+  options.profile = precision;
   if (exp_ulps) {
     require(*exp_ulps >= 0 && *exp_ulps < 1e6, "exp_ulps: must be in [0, 1e6)");
     options.arithmetic.exp_ulps = *exp_ulps;

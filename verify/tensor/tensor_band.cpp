@@ -42,9 +42,12 @@
 // |ŝ_j - s_j| <= e_j := γ_{E+c_σ+7} R_j + (2E+4) λ (1+2σ)   (flushed products and sums).
 // With storage finer than compute, q and k convert first: E+c_σ+9. E := max e_j, P := max(R_j+e_j).
 // Step 2' (intermediates in storage, PyTorch's math path in fp16/bf16: query_in_storage,
-// scores_in_storage). Rounding the scaled Q (or K) to storage changes each score by at most
-// u_s Σ_c |q_c σ k_jc| <= u_s(1 + γ) σ A_j; rounding the scores after Q·Kᵀ and after the bias add,
-// twice a relative u_s of |ŝ_j| <= R_j + e_j, plus 2h in storage's subnormal range. Both join e_j.
+// scores_in_storage). Rounding the scaled Q and K to storage (PyTorch 1.13 scales each by E^-1/4,
+// 2.x by √scale; or Q alone by σ) changes each product by (1 + δ)(1 + δ'), so each score by at most
+// γ_2(u_s)(1 + γ) σ A_j, plus an absolute h per component rounded into the subnormals:
+// h (1 + γ_2)(1 + γ) max(1, σ, √σ)(Σ_c |k_jc| + Σ_c |q_c|) + E h². Rounding the scores after Q·Kᵀ,
+// after a scale and after the bias add: at most three relative u_s of |ŝ_j| <= R_j + e_j, plus 3h.
+// All join e_j. A scale itself rounded to storage before use is outside the -math profiles.
 // Step 3 (arguments, any tiling). Key j in tile t gets its own exponential at argument ŝ_j - m_t
 // and then the rescales of tiles t+1..T at m_{i-1} - m_i: the natural arguments sum to
 // ŝ_j - m_T, m_T = max_i ŝ_i the same for every key, so by shift invariance only the deviation
@@ -490,6 +493,29 @@ void repeated_addends(const RowTerms& t, std::size_t c, const Blocks& b, ColumnS
   sums.repeated_acc = excess_acc * sums.H * sums.H;
 }
 
+// Per-key quantities of the statistical tier, the same for every column of a row.
+struct Pre {
+  std::vector<double> w_up, G, sl2, M, a;     // w^hi + wm; gap^hi + 2e + |b| + max|b|; σ ℓ2; R + e + P; scratch
+  std::vector<double> wG, wc, wl, wR2, wM2;   // w_up times G, curvature, σ ℓ2; (w_up R)², (w_up M)²
+  double sum_w = 0, sum_wG = 0, sum_wc = 0, sum_wl = 0, sum_wR2 = 0, sum_wM2 = 0;
+  double e_over_R = 0;  // max_j e_j / R_j
+  bool simple = false;  // any tiling (every key its own tile), not ordered
+};
+
+// The column sums the simple path gathers in the certified band's pass over the keys.
+struct Fused {
+  double w = 0, wG = 0, wc = 0, wl = 0, wR2_d2 = 0, wR2_d = 0, wM2_d2 = 0, wM2_d = 0;
+  double plus = 0, minus = 0, products = 0;
+  void add(const Pre& pre, std::size_t j, double d, double v) {
+    const double up = pre.w_up[j];
+    w += up * d, wG += pre.wG[j] * d, wc += pre.wc[j] * d, wl += pre.wl[j] * d;
+    wR2_d += pre.wR2[j] * d, wR2_d2 += pre.wR2[j] * d * d;
+    wM2_d += pre.wM2[j] * d, wM2_d2 += pre.wM2[j] * d * d;
+    plus += up * std::max(v, 0.0), minus += up * std::max(-v, 0.0);
+    products += (up * v) * (up * v);
+  }
+};
+
 }  // namespace
 
 std::string structure_error(const KernelStructure& s) {
@@ -564,12 +590,20 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   // Step 2': intermediates in storage. The scaled Q (or K) rounded: |Σ_c q_c σ δ_c k_jc| <= u_s R_j;
   // the scores rounded after Q·Kᵀ and after the bias add: two roundings of |ŝ| <= R_j + e_j, plus
   // 2h for scores in storage's subnormal range.
-  const double u_s = storage.unit, gs2 = gamma_of(2, u_s);
+  const double u_s = storage.unit, gs2 = gamma_of(2, u_s), gs3 = gamma_of(3, u_s);
+  if (arithmetic.query_in_storage && t.abs_key.size() != t.keys)
+    throw ContractError("tensor_row_bands: query_in_storage needs RowTerms::abs_key");
+  const double side_scale = std::max({1.0, sigma, std::sqrt(sigma)});  // Q by σ, or Q and K by √σ each
   for (std::size_t j = 0; j < t.keys; ++j) {
     R[j] = sigma * t.abs_dot[j] + t.abs_bias[j];
     e[j] = g_dot * R[j] + flushed;
-    if (arithmetic.query_in_storage) e[j] += u_s * (1 + g_dot) * sigma * t.abs_dot[j];
-    if (arithmetic.scores_in_storage) e[j] += gs2 * (R[j] + e[j]) + 2 * storage.half_spacing;
+    if (arithmetic.query_in_storage) {
+      // Both sides rounded: (1 + δ)(1 + δ') on every product; absolutely, h per subnormal component.
+      e[j] += gs2 * (1 + g_dot) * sigma * t.abs_dot[j] +
+              storage.half_spacing * (1 + gs2) * (1 + g_dot) * side_scale * (t.abs_key[j] + t.abs_query) +
+              static_cast<double>(t.E) * storage.half_spacing * storage.half_spacing;
+    }
+    if (arithmetic.scores_in_storage) e[j] += gs3 * (R[j] + e[j]) + 3 * storage.half_spacing;
     P = std::max(P, R[j] + e[j]);
   }
 
@@ -598,10 +632,7 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   const bool usable = M_bar < 0.5;  // NaN-safe: an infinite or NaN M̄ falls back to the caps
   // Per-key quantities of the statistical tier, the same for every column.
   std::vector<double> curvature;  // expm1(x_j) - x_j, Step S4
-  struct {
-    std::vector<double> w_up, G, sl2, M, a;  // w^hi + wm; gap^hi + 2e + |b| + max|b|; σ ℓ2; R + e + P; scratch
-    bool simple = false;                      // any tiling (every key its own tile), not ordered
-  } pre;
+  Pre pre;
   const Blocks blocks = lambda_s && usable ? blocks_of(t, e, structure) : Blocks{};
   if (lambda_s && usable) {
     curvature.resize(t.keys);
@@ -616,6 +647,14 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
     }
     pre.a.resize(t.keys);
     pre.simple = blocks.tiles == t.keys && !blocks.ordered;
+    for (std::size_t j = 0; j < t.keys; ++j) {
+      const double w = pre.w_up[j];
+      pre.wG.push_back(w * pre.G[j]), pre.wc.push_back(w * curvature[j]), pre.wl.push_back(w * pre.sl2[j]);
+      pre.wR2.push_back((w * R[j]) * (w * R[j])), pre.wM2.push_back((w * pre.M[j]) * (w * pre.M[j]));
+      pre.sum_w += w, pre.sum_wG += pre.wG[j], pre.sum_wc += pre.wc[j], pre.sum_wl += pre.wl[j];
+      pre.sum_wR2 += pre.wR2[j], pre.sum_wM2 += pre.wM2[j];
+      if (R[j] > 0) pre.e_over_R = std::max(pre.e_over_R, e[j] / R[j]);
+    }
   }
   const double low = std::exp(-g2 * P - chain - x_split - x_common);
 
@@ -632,13 +671,21 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
     const double U = 2 * flushes * lambda * (1 + v_max) / low;
     double delta = (1 + rho) * v_max + k * sub_each * v_max + U + y;  // the cap |ŷ| + |y|
     double spread = 0, magnitude = 0, subnormal = 0;
+    // The statistical tier's sums over keys in the same pass (simple path): each is Σ f_j (d_j + δ)
+    // or Σ g_j (d_j + δ)², d_j = |v_j - y|, split into the parts with d_j (here) and with the
+    // certified δ (the per-row sums in `pre`, once δ is known).
+    Fused fused;
     if (usable) {
+      const double* distance = t.abs_v_minus_y[c].data();
+      const bool fuse = lambda_s && pre.simple;
+      const double* values = fuse ? t.v[c].data() : nullptr;
       for (std::size_t j = 0; j < t.keys; ++j) {
-        const double distance = t.abs_v_minus_y[c][j];
-        const double v = std::min(v_max, distance + y);  // |v_j| <= |v_j - y| + |y|
-        spread += wm[j] * distance;
+        const double d = distance[j];
+        const double v = std::min(v_max, d + y);  // |v_j| <= |v_j - y| + |y|
+        spread += wm[j] * d;
         magnitude += (w_hi[j] + wm[j]) * v;
         if (sub_each > 0) subnormal += std::min(sub_each, (w_hi[j] + wm[j]) * (1 + rho) / (1 - M_bar)) * v;
+        if (fuse) fused.add(pre, j, d, values[j]);
       }
       delta = std::min(delta, (spread + rho * magnitude) / (1 - M_bar) + subnormal + U);
     }
@@ -650,23 +697,21 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
       double A = 0, common = 0, second = 0, l2_sum = 0, v_dot = 0, v_gap = 0;
       ColumnSums sums;
       if (pre.simple) {
-        // Any tiling (the default), not ordered: one pass over the keys, with H from the signs of v
-        // (every key its own tile) and the blocks of more than one key added afterwards.
+        // Any tiling (the default), not ordered: the sums of the fused pass, with H from the signs
+        // of v (every key its own tile) and the blocks of more than one key added afterwards.
         const double* values = t.v[c].data();
-        double* a = pre.a.data();
-        double plus = 0, minus = 0, products = 0;
-        for (std::size_t j = 0; j < t.keys; ++j) {
-          a[j] = pre.w_up[j] * (distance[j] + delta) * slack;
-          const double v = values[j];
-          A += a[j], common += a[j] * pre.G[j], second += a[j] * curvature[j], l2_sum += a[j] * pre.sl2[j];
-          v_dot += (a[j] * R[j]) * (a[j] * R[j]), v_gap += (a[j] * pre.M[j]) * (a[j] * pre.M[j]);
-          plus += pre.w_up[j] * std::max(v, 0.0), minus += pre.w_up[j] * std::max(-v, 0.0);
-          products += (pre.w_up[j] * v) * (pre.w_up[j] * v);
-        }
-        v_dot += shared_excess(blocks.shared_dot, [&](std::size_t j) { return a[j] * R[j]; });
-        v_gap += shared_excess(blocks.shared_gap, [&](std::size_t j) { return a[j] * pre.M[j]; });
-        products += shared_excess(blocks.shared_gap, [&](std::size_t j) { return pre.w_up[j] * std::fabs(values[j]); });
-        sums.H = std::max(plus, minus) * slack;
+        const auto a = [&](std::size_t j) { return pre.w_up[j] * (distance[j] + delta) * slack; };
+        A = slack * (fused.w + delta * pre.sum_w);
+        common = slack * (fused.wG + delta * pre.sum_wG);
+        second = slack * (fused.wc + delta * pre.sum_wc);
+        l2_sum = slack * (fused.wl + delta * pre.sum_wl);
+        v_dot = slack * slack * (fused.wR2_d2 + 2 * delta * fused.wR2_d + delta * delta * pre.sum_wR2);
+        v_gap = slack * slack * (fused.wM2_d2 + 2 * delta * fused.wM2_d + delta * delta * pre.sum_wM2);
+        v_dot += shared_excess(blocks.shared_dot, [&](std::size_t j) { return a(j) * R[j]; });
+        v_gap += shared_excess(blocks.shared_gap, [&](std::size_t j) { return a(j) * pre.M[j]; });
+        const double products =
+            fused.products + shared_excess(blocks.shared_gap, [&](std::size_t j) { return pre.w_up[j] * std::fabs(values[j]); });
+        sums.H = std::max(fused.plus, fused.minus) * slack;
         sums.prefix_spread = A / 2;
         sums.product_blocks = products * slack * slack;
         repeated_addends(t, c, blocks, sums, slack);
@@ -685,7 +730,11 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
       // Intermediates in storage: Q's rounding joins the common Q roundings, the scores' two
       // roundings (coefficient <= u_s (R_j + e_j)) the per-key dot-product block terms.
       const double q_storage = arithmetic.query_in_storage ? u_s * u_s : 0.0;
-      const double s_storage = arithmetic.scores_in_storage ? 2 * u_s * u_s * (1 + g_dot) * (1 + g_dot) : 0.0;
+      // The scores' roundings: three, of coefficient <= u_s (R_j + e_j) <= u_s R_j (1 + max e/R); K's
+      // rounding per key, coefficient <= u_s σ ℓ2_j <= u_s R_j.
+      const double s_storage =
+          (arithmetic.scores_in_storage ? 3 * u_s * u_s * (1 + pre.e_over_R) * (1 + pre.e_over_R) : 0.0) +
+          (arithmetic.query_in_storage ? u_s * u_s : 0.0);
       double V = (3 * u * u + q_storage) * l2_sum * l2_sum + (n_s * u * u + s_storage) * v_dot + 3 * u * u * v_gap;
       // S2: the worst-case parts; W bounds every prefix a rescale can follow.
       const double W = std::min(A / 2, sums.prefix_spread);

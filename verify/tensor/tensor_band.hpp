@@ -46,8 +46,8 @@ struct Arithmetic {
   DType compute = DType::fp32;      ///< scores, exp, sums, accumulators
   double exp_ulps = 2;              ///< exp (and log, when splits merge) accurate to this many ulps of `compute`
   bool weights_in_storage = false;  ///< P rounded to `storage` before P·V (FlashAttention fp16/bf16)
-  bool query_in_storage = false;    ///< the scaled Q (or K) rounded to `storage` before Q·Kᵀ (PyTorch's math path)
-  bool scores_in_storage = false;   ///< the scores rounded to `storage`, after Q·Kᵀ and again after the mask's add
+  bool query_in_storage = false;    ///< the scaled Q and K (either or both) rounded to `storage` before Q·Kᵀ
+  bool scores_in_storage = false;   ///< the scores rounded to `storage` up to three times (Q·Kᵀ, the scale, the mask's add)
   KernelStructure structure;        ///< declared tiling, summation and splits (default: any)
   bool output_rounded = true;       ///< the output is rounded to `storage` (false: kept in compute, widened)
 };
@@ -71,6 +71,8 @@ struct RowTerms {
   std::vector<std::size_t> position;  ///< per key: its position j in [0, S), increasing
   std::size_t E = 0;            ///< dot-product length
   std::vector<double> abs_dot;  ///< per key: Σ_c |q_c k_c| (upper bound)
+  std::vector<double> abs_key;  ///< per key: Σ_c |k_jc| (upper bound; read when query_in_storage)
+  double abs_query = 0;         ///< Σ_c |q_c| (upper bound; read when query_in_storage)
   std::vector<double> gap;  ///< per key: (max score - score_j) >= 0, scores scaled and biased (lower bound)
   std::vector<double> abs_bias;                    ///< per key: |additive mask value| (0 without one)
   std::vector<double> weight;                      ///< per key: exact weight w_j (upper bound), Σ ≈ 1

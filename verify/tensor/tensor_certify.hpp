@@ -78,6 +78,7 @@ struct CertifyOptions {
   Tier tier = Tier::certified;      ///< the tier that decides `passed`
   double alpha = 1e-9;              ///< the statistical tier's false-alarm probability for the whole report
   bool diagnose = true;             ///< on a failure, certify again under every standard profile of the dtype
+  std::string profile;              ///< the profile options.arithmetic came from, if any (not re-certified)
 };
 
 /// Both tiers' δ for each output column of one row, from its enclosure and the statistical λ (an

@@ -67,8 +67,8 @@ struct KernelChoices {
   bool sum_not_rescaled = false;          ///< bug: the running sum is not multiplied by α
   bool accumulate_in_fp16 = false;        ///< bug: the accumulator rounded to fp16 after each update
   double (*round_alpha)(double) = nullptr;  ///< bug: the rescale factor rounded (to bf16, say)
-  double (*round_query)(double) = nullptr;  ///< the scaled Q rounded (PyTorch's math path; query_first)
-  double (*round_scores)(double) = nullptr; ///< the scores rounded after Q·Kᵀ and after the bias add
+  double (*round_query)(double) = nullptr;  ///< Q and K each scaled by √scale and rounded (PyTorch's math path)
+  double (*round_scores)(double) = nullptr; ///< the scores rounded after Q·Kᵀ (after the scale) and after the bias add
 };
 
 /// Output [L, Ev] of the kernel described by `choices`, computed in T (float or double).
@@ -150,13 +150,19 @@ template <class T> std::vector<double> attention_kernel(const Head& h, const Ker
       for (std::size_t c = 0; c < h.E; ++c) {
         const T q = static_cast<T>(h.Q[i * h.E + c]);
         T qs = choices.scaling == Scaling::query_first ? q * scale : q;
-        if (choices.round_query && choices.scaling == Scaling::query_first) qs = static_cast<T>(choices.round_query(qs));
-        dot += qs * static_cast<T>(h.K[j * h.E + c]);
+        T ks = static_cast<T>(h.K[j * h.E + c]);
+        if (choices.round_query) {  // PyTorch 1.13: q·E^-1/4 and k·E^-1/4, each rounded to storage
+          const T root = std::sqrt(scale);
+          qs = static_cast<T>(choices.round_query(q * root)), ks = static_cast<T>(choices.round_query(ks * root));
+        }
+        dot += qs * ks;
       }
       const T b = static_cast<T>(h.bias_at(i, j));
       const auto stored = [&](T x) { return choices.round_scores ? static_cast<T>(choices.round_scores(x)) : x; };
       if (choices.round_scores) {  // PyTorch's math path: the matmul's output, then the mask's add, in storage
-        const T product = choices.scaling == Scaling::query_first ? dot : dot * scale;
+        // Scaled in compute (query_first) or, as Hugging Face's eager attention, the product rounded,
+        // scaled and rounded again: three roundings with the mask's add.
+        const T product = choices.scaling == Scaling::query_first ? dot : stored(stored(dot) * scale);
         score[j] = b == -inf ? -inf : stored(stored(product) + b);
       } else if (choices.scaling == Scaling::query_first)
         score[j] = dot + b;
@@ -230,6 +236,9 @@ inline ExactRow exact_row(const Head& h, std::size_t i) {
     keys.push_back(j);
     s.push_back(sigma * dot + b);
     t.abs_dot.push_back(static_cast<double>(abs_dot) * up);
+    double key_sum = 0;
+    for (std::size_t c = 0; c < h.E; ++c) key_sum += std::fabs(h.K[j * h.E + c]);
+    t.abs_key.push_back(key_sum * up);
     Q128 squares = 0;
     for (std::size_t c = 0; c < h.E; ++c) {
       const Q128 product = static_cast<Q128>(h.Q[i * h.E + c]) * h.K[j * h.E + c];
@@ -242,6 +251,7 @@ inline ExactRow exact_row(const Head& h, std::size_t i) {
   }
   t.keys = keys.size();
   t.position = keys;
+  for (std::size_t c = 0; c < h.E; ++c) t.abs_query += std::fabs(h.Q[i * h.E + c]) * up;
   t.E = h.E;
   t.scale = static_cast<double>(sigma) * up;
   t.scale_defaulted = h.scale_defaulted;

@@ -239,6 +239,25 @@ template <class T> void expect_math_path(const char* plain, const char* math, Ro
   EXPECT_GT(outside, 1.0);
 }
 
+// Q scaled into fp16's subnormals against huge keys (review of Step 2': the absolute rounding of a
+// subnormal component was missing, 170x the score error bound): within fp16-math.
+TEST(TensorBand, Fp16MathPathWithSubnormalScaledQueryWithinBand) {
+  Head h;
+  h.L = 2, h.S = 5, h.E = 64, h.Ev = 4;
+  h.scale_defaulted = false, h.scale = 0.1;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> unit(-1, 1);
+  for (std::size_t n = 0; n < h.L * h.E; ++n) h.Q.push_back(round_fp16(0x1p-20 * (1 + unit(rng))));
+  for (std::size_t n = 0; n < h.S * h.E; ++n) h.K.push_back(round_fp16(60000 * unit(rng)));
+  for (std::size_t n = 0; n < h.S * h.Ev; ++n) h.V.push_back(round_fp16(unit(rng)));
+  const Arithmetic math = arithmetic_profile("fp16-math").value();
+  const KernelChoices choices{.scaling = Scaling::query_first, .normalize_first = true, .round_p = round_fp16,
+                              .round_out = round_fp16, .round_query = round_fp16, .round_scores = round_fp16};
+  const std::vector<double> got = attention_kernel<float>(h, choices);
+  worst_usage(h, got, math, true, "subnormal scaled Q");
+  worst_usage(h, got, math, true, "subnormal scaled Q", true);
+}
+
 TEST(TensorBand, Bf16MathPathWithinBf16MathOutsideBf16) { expect_math_path<float>("bf16", "bf16-math", round_bf16); }
 TEST(TensorBand, Fp16MathPathWithinFp16MathOutsideFp16) { expect_math_path<float>("fp16", "fp16-math", round_fp16); }
 
