@@ -110,7 +110,8 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
                  const std::string& precision, std::optional<double> exp_ulps, std::optional<bool> weights_in_storage,
                  std::optional<std::size_t> rows, std::uint64_t seed, const std::string& tier, double alpha,
                  std::optional<std::size_t> key_tile, std::optional<std::size_t> sum_chunk, bool single_pass,
-                 std::optional<std::size_t> splits, bool ordered, bool output_rounded, std::size_t max_failures) {
+                 std::optional<std::size_t> splits, bool ordered, bool output_rounded,
+                 std::optional<std::string> accumulator, std::size_t max_failures) {
   auto arithmetic = attn::verify::arithmetic_profile(precision);
   if (!arithmetic) throw py::value_error("precision: " + arithmetic.error().message);
   attn::verify::CertifyOptions options;
@@ -122,6 +123,13 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
   }
   if (weights_in_storage) options.arithmetic.weights_in_storage = *weights_in_storage;
   options.arithmetic.output_rounded = output_rounded;
+  if (accumulator) {
+    const auto format = attn::verify::arithmetic_profile(*accumulator);
+    require(format.ok() && (*accumulator == "fp64" || *accumulator == "fp32" || *accumulator == "fp16" ||
+                            *accumulator == "bf16"),
+            "accumulator: expected fp64, fp32, fp16 or bf16");
+    options.arithmetic.accumulator = format.value().storage;
+  }
   options.arithmetic.structure = structure_of(key_tile, sum_chunk, single_pass, splits, ordered);
   require(tier == "certified" || tier == "statistical", "tier: must be \"certified\" or \"statistical\"");
   options.tier = tier == "certified" ? attn::verify::Tier::certified : attn::verify::Tier::statistical;
@@ -175,7 +183,8 @@ PYBIND11_MODULE(_attncheck, m) {
         py::arg("precision"), py::arg("exp_ulps"), py::arg("weights_in_storage"), py::arg("rows"), py::arg("seed"),
         py::arg("tier") = "certified", py::arg("alpha") = 1e-9, py::arg("key_tile") = py::none(),
         py::arg("sum_chunk") = py::none(), py::arg("single_pass") = false, py::arg("splits") = py::none(),
-        py::arg("ordered") = false, py::arg("output_rounded") = true, py::arg("max_failures") = 100,
+        py::arg("ordered") = false, py::arg("output_rounded") = true, py::arg("accumulator") = py::none(),
+        py::arg("max_failures") = 100,
         "Certifies out ([B, Hq, L, Ev]) for query/key/value ([B, H, *, *]), float64 arrays holding exact values; "
         "returns the report as a dict. ValueError names the argument at fault.");
 }

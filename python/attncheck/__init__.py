@@ -31,7 +31,7 @@ __all__ = ["check_attention", "assert_attention_close", "Report", "Failure", "Ve
 def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, causal_alignment="top-left",
                     scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
                     weights_in_storage=None, rows=None, seed=0, tier="certified", alpha=1e-9, key_tile=None,
-                    sum_chunk=None, single_pass=False, splits=None, ordered=False) -> Report:
+                    sum_chunk=None, single_pass=False, splits=None, ordered=False, accumulator=None) -> Report:
     """Certifies ``out`` = SDPA(query, key, value, ...) and returns a Report (never raises on a wrong output).
 
     out, query, key, value: numpy arrays or torch tensors (float64, float32, float16; bfloat16
@@ -43,7 +43,9 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     "fp32", "fp16", "bf16", "fp16-math" or "bf16-math" (PyTorch's math path: the scaled Q, the
     scores and P rounded to the dtype too) (default: the inputs' dtype; an out of another dtype is noted in
     ``report.notes``); exp_ulps and weights_in_storage refine it.
-    rows: certify a seeded sample of this many rows (default all); every element is still checked
+    accumulator: the format P·V is accumulated in when coarser than the compute format ("fp16":
+    ggml's decode path; the sum of the exps stays in compute). rows: certify a seeded sample of
+    this many rows (default all); every element is still checked
     finite and fully masked rows zero.
 
     Two tiers judge every certified element: the certified band (holds for every correct kernel in
@@ -103,6 +105,8 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     key_tile = check_int(key_tile, "key_tile", minimum=1, allow_none=True)
     sum_chunk = check_int(sum_chunk, "sum_chunk", minimum=1, allow_none=True)
     splits = check_int(splits, "splits", minimum=1, allow_none=True)
+    if accumulator is not None and accumulator not in ("fp64", "fp32", "fp16", "bf16"):
+        raise ValueError(f"accumulator: expected 'fp64', 'fp32', 'fp16', 'bf16' or None, got {accumulator!r}")
     for name, flag in (("single_pass", single_pass), ("ordered", ordered)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name}: expected a bool, got {type(flag).__name__}")
@@ -117,7 +121,8 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
         key_lengths=lengths, precision=precision, exp_ulps=None if exp_ulps is None else float(exp_ulps),
         weights_in_storage=weights_in_storage, rows=rows, seed=seed, tier=tier, alpha=float(alpha),
         key_tile=key_tile, sum_chunk=sum_chunk, single_pass=bool(single_pass), splits=splits,
-        ordered=bool(ordered), output_rounded=not _widened(out_dtype, q_dtype, explicit_precision))
+        ordered=bool(ordered), output_rounded=not _widened(out_dtype, q_dtype, explicit_precision),
+        accumulator=accumulator)
 
     def index_of(index4):  # the element's index in out's own rank
         b, h, i, c = index4

@@ -285,3 +285,21 @@ def test_wrong_tier_and_structure_arguments_name_the_argument(keywords, error, m
     q, k, v = random_problem(np.float32)
     with pytest.raises(error, match=match):
         attncheck.check_attention(sdpa(q, k, v), q, k, v, **keywords)
+
+
+def test_an_fp16_accumulator_is_declared_with_accumulator():
+    # ggml's decode path: P·V accumulated in fp16, the sum in fp32, fp32 inputs and output.
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((1, 1, 4, 64)).astype(np.float32)
+    k, v = (rng.standard_normal((1, 1, 512, 64)).astype(np.float32) for _ in range(2))
+    s = (q @ np.swapaxes(k, -1, -2)) * np.float32(1 / 8)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    acc = np.zeros((1, 1, 4, 64), dtype=np.float16)
+    for j in range(512):
+        acc = (acc.astype(np.float32) + p[..., j:j + 1] * v[:, :, j, :][:, :, None, :]).astype(np.float16)
+    out = (acc.astype(np.float32) / p.sum(-1, keepdims=True)).astype(np.float32)
+    assert not attncheck.check_attention(out, q, k, v).passed
+    declared = attncheck.check_attention(out, q, k, v, accumulator="fp16", single_pass=True, splits=1)
+    assert declared.passed and declared.statistical.passed
+    with pytest.raises(ValueError, match="accumulator"):
+        attncheck.check_attention(out, q, k, v, accumulator="fp8")

@@ -87,6 +87,11 @@
 // carried through the rescales (α <= 1 + η) and divided by Σ ê, is per key
 // <= min(h e^{Tη'} (1+ρ) / low, ω_j (1+ρ)) |v_j|: term S_sub. For fp16 this is 2^-25 per weight
 // (subnormal P), far from negligible for long rows of small weights.
+// Step 6' (an accumulator in a coarser format, Arithmetic::accumulator: ggml's fp16 decode path).
+// Each of the accumulator's at most D + 1 + (p + 1) operations rounds to u_a as well (counted on
+// top of compute's γ, conservatively): ρ gains the factor 1 + γ_{D+1+...}(u_a); each may flush or
+// round in u_a's subnormal range, absolutely λ_a against ℓ >= low, (k + 2T + 3p) λ_a (1 + ρ)/low in
+// U. An accumulator that overflows (fp16: Σ p|v| > 65504) gives Inf, a failure of its own.
 // Step 7 (splits). With p > 1 partitions (flash-decoding, FlashAttention's split-KV combine), each
 // runs Steps 2-6 on its keys (its own max m_p, sum ℓ_p, accumulator; T and N_c above already count
 // its tiles) and ends with o_p = acc_p / ℓ_p and lse_p = m_p + log ℓ_p; then lse = M + log Σ_q
@@ -529,12 +534,12 @@ std::string structure_error(const KernelStructure& s) {
 }
 
 Result<Arithmetic, Error> arithmetic_profile(std::string_view name) {
-  if (name == "fp64") return Arithmetic{DType::fp64, DType::fp64, 1, false, false, false, {}, true};
-  if (name == "fp32") return Arithmetic{DType::fp32, DType::fp32, 2, false, false, false, {}, true};
-  if (name == "fp16") return Arithmetic{DType::fp16, DType::fp32, 2, true, false, false, {}, true};
-  if (name == "bf16") return Arithmetic{DType::bf16, DType::fp32, 2, true, false, false, {}, true};
-  if (name == "fp16-math") return Arithmetic{DType::fp16, DType::fp32, 2, true, true, true, {}, true};
-  if (name == "bf16-math") return Arithmetic{DType::bf16, DType::fp32, 2, true, true, true, {}, true};
+  if (name == "fp64") return Arithmetic{DType::fp64, DType::fp64, 1, false, false, false, {}, true, std::nullopt};
+  if (name == "fp32") return Arithmetic{DType::fp32, DType::fp32, 2, false, false, false, {}, true, std::nullopt};
+  if (name == "fp16") return Arithmetic{DType::fp16, DType::fp32, 2, true, false, false, {}, true, std::nullopt};
+  if (name == "bf16") return Arithmetic{DType::bf16, DType::fp32, 2, true, false, false, {}, true, std::nullopt};
+  if (name == "fp16-math") return Arithmetic{DType::fp16, DType::fp32, 2, true, true, true, {}, true, std::nullopt};
+  if (name == "bf16-math") return Arithmetic{DType::bf16, DType::fp32, 2, true, true, true, {}, true, std::nullopt};
   return Error{"unknown arithmetic profile '" + std::string(name) +
                "' (expected fp64, fp32, fp16, bf16, fp16-math or bf16-math)"};
 }
@@ -660,15 +665,20 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
 
   // Steps 6-7 and the result, per output column.
   const double depth_all = 2 * depth + 1 + (converts ? 1 : 0) + (split ? splits + 1 : 0);
-  const double rho =
-      (1 + gamma_of(depth_all, u)) * (1 + (arithmetic.weights_in_storage ? storage.unit : 0)) *
-          std::exp(split ? x_common + eta_prime : 0.0) - 1;
+  // Step 6': an accumulator coarser than compute rounds each of its D + 1 operations to u_a (counted
+  // on top of compute's, conservatively), and flushes or rounds in its subnormals absolutely.
+  const Format acc = format_of(arithmetic.accumulator.value_or(arithmetic.compute));
+  const bool coarse_acc = acc.unit > u;
+  const double rho = (1 + gamma_of(depth_all, u)) * (1 + (arithmetic.weights_in_storage ? storage.unit : 0)) *
+                         (coarse_acc ? 1 + gamma_of(depth + 1 + (split ? splits + 1 : 0), acc.unit) : 1.0) *
+                         std::exp(split ? x_common + eta_prime : 0.0) - 1;
   const double flushes = k * (2 * tiles + 4) + 2 * tiles + (split ? 3 * splits : 0);
+  const double acc_flushes = coarse_acc ? (k + 2 * tiles + 3 * splits) * acc.normal * (1 + rho) / low : 0.0;
   const double sub_each =
       arithmetic.weights_in_storage ? storage.half_spacing * std::exp(chain) * (1 + rho) / low : 0.0;
   for (std::size_t c = 0; c < columns; ++c) {
     const double v_max = t.abs_v_max[c], y = t.abs_y[c];
-    const double U = 2 * flushes * lambda * (1 + v_max) / low;
+    const double U = 2 * flushes * lambda * (1 + v_max) / low + acc_flushes;
     double delta = (1 + rho) * v_max + k * sub_each * v_max + U + y;  // the cap |ŷ| + |y|
     double spread = 0, magnitude = 0, subnormal = 0;
     // The statistical tier's sums over keys in the same pass (simple path): each is Σ f_j (d_j + δ)
@@ -740,12 +750,13 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
       const double W = std::min(A / 2, sums.prefix_spread);
       const double worst = eta_prime * A + gamma_of(c_sigma + 4, u) * common + g2 * 2 * P * W +
                            (tiles - 1) * eta_prime * W + x_split * A;
-      // S3: the sums' roundings.
+      // S3: the sums' roundings (the accumulator's also in its own format, Step 6').
+      const double u_a2 = coarse_acc ? acc.unit * acc.unit : 0.0;
       const double inside = k - walk.chunks, joins = walk.chunks + tiles + 3 * splits;
       if (sums.acc_squares >= 0) {  // ordered: the partial sums themselves
-        V += u * u * (sums.acc_squares + sums.sum_squares * y * y);
+        V += (u * u + u_a2) * sums.acc_squares + u * u * sums.sum_squares * y * y;
       } else {
-        V += u * u * (inside * sums.H_chunk * sums.H_chunk + joins * sums.H * sums.H);
+        V += (u * u + u_a2) * (inside * sums.H_chunk * sums.H_chunk + joins * sums.H * sums.H);
         V += u * u * (inside * sums.Z_chunk * sums.Z_chunk + joins * slack * slack) * y * y;
       }
       const double u_p = arithmetic.weights_in_storage ? storage.unit : 0.0;

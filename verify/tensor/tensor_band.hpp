@@ -50,6 +50,9 @@ struct Arithmetic {
   bool scores_in_storage = false;   ///< the scores rounded to `storage` up to three times (Q·Kᵀ, the scale, the mask's add)
   KernelStructure structure;        ///< declared tiling, summation and splits (default: any)
   bool output_rounded = true;       ///< the output is rounded to `storage` (false: kept in compute, widened)
+  /// The format P·V is accumulated in, when coarser than `compute` (ggml's fp16 decode path: fp16);
+  /// nullopt: compute. The sum of the exps stays in compute.
+  std::optional<DType> accumulator;
 };
 
 /// "" when `structure` is consistent, else what is wrong with it (naming the field).

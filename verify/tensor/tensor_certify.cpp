@@ -164,7 +164,8 @@ std::string number(double x) {
 bool same_arithmetic(const Arithmetic& a, const Arithmetic& b) {
   return a.storage == b.storage && a.compute == b.compute && a.exp_ulps == b.exp_ulps &&
          a.weights_in_storage == b.weights_in_storage && a.query_in_storage == b.query_in_storage &&
-         a.scores_in_storage == b.scores_in_storage && a.output_rounded == b.output_rounded;
+         a.scores_in_storage == b.scores_in_storage && a.output_rounded == b.output_rounded &&
+         a.accumulator == b.accumulator;
 }
 
 }  // namespace
@@ -185,6 +186,7 @@ void diagnose(const TensorProblem& p, std::span<const double> output, const Cert
     other.arithmetic.structure = options.arithmetic.structure;
     other.arithmetic.exp_ulps = std::max(other.arithmetic.exp_ulps, options.arithmetic.exp_ulps);
     other.arithmetic.output_rounded = options.arithmetic.output_rounded;
+    other.arithmetic.accumulator = options.arithmetic.accumulator;
     other.diagnose = false;
     other.max_failures = 0;
     if (same_arithmetic(other.arithmetic, options.arithmetic)) continue;

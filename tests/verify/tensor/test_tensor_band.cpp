@@ -261,6 +261,26 @@ TEST(TensorBand, Fp16MathPathWithSubnormalScaledQueryWithinBand) {
 TEST(TensorBand, Bf16MathPathWithinBf16MathOutsideBf16) { expect_math_path<float>("bf16", "bf16-math", round_bf16); }
 TEST(TensorBand, Fp16MathPathWithinFp16MathOutsideFp16) { expect_math_path<float>("fp16", "fp16-math", round_fp16); }
 
+// ggml's fp16 decode path: P·V accumulated in fp16 (rounded after every update and rescale),
+// the sum of the exps in fp32. Outside the fp32 band (below), inside fp32 with the accumulator
+// declared fp16, in both tiers, on every data kind, tiled or not.
+TEST(TensorBand, Fp16AccumulatorWithinTheDeclaredAccumulator) {
+  Arithmetic fp32 = arithmetic_profile("fp32").value();
+  fp32.accumulator = DType::fp16;
+  const KernelChoices kernels[] = {{.accumulate_in_fp16 = true}, {.tile = 16, .accumulate_in_fp16 = true},
+                                   {.tile = 1, .chunk = 1, .accumulate_in_fp16 = true}};
+  for (std::size_t S : {1, 7, 64, 300})
+    for (Data data : {Data::normal, Data::large_gap, Data::masked, Data::ascending, Data::equal, Data::duplicates})
+      for (const KernelChoices& choices : kernels) {
+        const Head h = make_head(3, S, 16, DType::fp32, data, static_cast<unsigned>(S) + 3);
+        const std::vector<double> got = attention_kernel<float>(h, choices);
+        const std::string context = "fp16 accumulator S=" + std::to_string(S) + " data=" + std::to_string(int(data)) +
+                                    " tile=" + std::to_string(choices.tile);
+        worst_usage(h, got, fp32, true, context);
+        worst_usage(h, got, fp32, true, context, true);
+      }
+}
+
 TEST(TensorBand, ExpInFp16ExceedsFp32Band) { expect_exceeds_fp32_band({.exp_in_fp16 = true}); }
 TEST(TensorBand, UnrescaledSumExceedsFp32Band) { expect_exceeds_fp32_band({.tile = 8, .sum_not_rescaled = true}); }
 TEST(TensorBand, WeightsInBf16ExceedFp32Band) { expect_exceeds_fp32_band({.tile = 16, .round_p = round_bf16}); }
