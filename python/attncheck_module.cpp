@@ -163,6 +163,7 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
   result["rows_total"] = report.rows_total;
   result["elements_certified"] = report.elements_certified;
   result["capped_rows"] = report.capped_rows;
+  result["unbounded_elements"] = report.unbounded_elements;
   result["max_plain_ratio"] = report.max_plain_ratio;
   result["mean_plain_ratio"] = report.mean_plain_ratio;
   result["summary"] = report.summary();

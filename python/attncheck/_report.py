@@ -76,6 +76,7 @@ class Report:
     model: str = MODEL
     notes: list = dataclasses.field(default_factory=list)  #: how the precision was inferred, when out's dtype differs
     consistent_with: list = None  #: on a failure: the standard profiles of the inputs' dtype under which out passes
+    unbounded_elements: int = 0  #: elements with no finite certified band at this length (passed vacuously)
 
     def __bool__(self) -> bool:
         return self.passed
@@ -94,6 +95,9 @@ class Report:
         coverage = (f"{self.rows_checked} of {self.rows_total} rows certified (seed {self.seed}, "
                     f"{self.elements_certified} elements); every element checked finite and masked rows zero")
         capped = f"; {self.capped_rows} row(s) at the precision cap" if self.capped_rows else ""
+        if self.unbounded_elements:
+            capped += (f"; {self.unbounded_elements} element(s) with no finite band (the declared arithmetic has "
+                       f"no finite worst case at this length: passed vacuously)")
         tiers = ""
         if self.certified is not None and self.statistical is not None:
             def text(name, v):
@@ -161,7 +165,8 @@ class Report:
                    max_plain_ratio=native["max_plain_ratio"], mean_plain_ratio=native["mean_plain_ratio"],
                    precision=precision, seed=seed, tier=tier, alpha=alpha, statistical_lambda=native["lambda"],
                    structure=dict(structure or {}), notes=list(notes),
-                   consistent_with=list(native["consistent_with"]) if native["diagnosed"] else None, **verdicts)
+                   consistent_with=list(native["consistent_with"]) if native["diagnosed"] else None,
+                   unbounded_elements=native["unbounded_elements"], **verdicts)
 
 
 _PROFILE_TEXT = {

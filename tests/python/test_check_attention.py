@@ -303,3 +303,7 @@ def test_an_fp16_accumulator_is_declared_with_accumulator():
     assert declared.passed and declared.statistical.passed
     with pytest.raises(ValueError, match="accumulator"):
         attncheck.check_attention(out, q, k, v, accumulator="fp8")
+    # Over enough keys an fp16 accumulator has no finite worst case: said, not passed silently.
+    assert declared.unbounded_elements == 0
+    undeclared = attncheck.check_attention(out, q, k, v, accumulator="fp16")  # any tiling: 3k roundings
+    assert undeclared.unbounded_elements == 4 * 64 and "no finite band" in str(undeclared)

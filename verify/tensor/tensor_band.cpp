@@ -673,7 +673,9 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
                          (coarse_acc ? 1 + gamma_of(depth + 1 + (split ? splits + 1 : 0), acc.unit) : 1.0) *
                          std::exp(split ? x_common + eta_prime : 0.0) - 1;
   const double flushes = k * (2 * tiles + 4) + 2 * tiles + (split ? 3 * splits : 0);
-  const double acc_flushes = coarse_acc ? (k + 2 * tiles + 3 * splits) * acc.normal * (1 + rho) / low : 0.0;
+  // Carried through the later rescales (α <= 1 + η, at most e^{Tη'} in all) as sub_each is.
+  const double acc_flushes =
+      coarse_acc ? (k + 2 * tiles + 3 * splits) * acc.normal * std::exp(chain) * (1 + rho) / low : 0.0;
   const double sub_each =
       arithmetic.weights_in_storage ? storage.half_spacing * std::exp(chain) * (1 + rho) / low : 0.0;
   for (std::size_t c = 0; c < columns; ++c) {
@@ -764,7 +766,7 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
       // S4: second order.
       second += (M_bar / (1 - M_bar) + rho) * spread + (gamma_of(depth_all, u) - depth_all * u) * magnitude;
       // Repeated addends (gap blocks for ℓ; equal v_jc too for the accumulator) share one error.
-      V += u * u * (sums.repeated_sum * y * y + sums.repeated_acc);
+      V += u * u * sums.repeated_sum * y * y + (u * u + u_a2) * sums.repeated_acc;
       statistical = *lambda_s * std::sqrt(V) + worst + second + 2 * u * y +
                     (split ? x_common + eta_prime : 0.0) * (y + delta) + subnormal + U;
       statistical = std::min(statistical, delta);

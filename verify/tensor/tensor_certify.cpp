@@ -38,6 +38,7 @@ struct RowOutcome {
   std::vector<double> usages, other_usages, plain_ratios;
   bool capped = false;
   bool fast = false;
+  std::size_t unbounded = 0;
   bool certified = false;
 };
 
@@ -137,6 +138,7 @@ void certify_row(const TensorProblem& p, std::span<const double> output, std::si
     const Distance d = distance_to(exact, got);
     const auto usage_of = [&](double delta) { return d.lower == 0 ? 0 : delta > 0 ? d.lower / delta : kInf; };
     const double usage = usage_of(deciding[c]), other_usage = usage_of(other[c]);
+    if (!std::isfinite(band.certified[c])) ++outcome.unbounded;
     outcome.usages.push_back(usage);
     outcome.other_usages.push_back(other_usage);
     const double half_ulp = ulp_of(p.dtype, exact.head) / 2;
@@ -334,6 +336,7 @@ TensorReport certify_tensor(const TensorProblem& p, std::span<const double> outp
     RowOutcome& o = outcomes[row];
     report.rows_checked += certify[row] ? 1 : 0;
     report.capped_rows += o.capped ? 1 : 0;
+    report.unbounded_elements += o.unbounded;
     report.fast_rows += o.fast ? 1 : 0;
     report.failure_count += o.failures.size();
     // The cheap checks fail both tiers; "outside band" failures of the other tier are counted apart.
@@ -390,6 +393,10 @@ std::string TensorReport::summary() const {
   out += "; " + std::to_string(rows_checked) + " of " + std::to_string(rows_total) + " rows certified (" +
          std::to_string(elements_certified) + " elements), every element checked finite and masked rows zero";
   if (capped_rows) out += "; " + std::to_string(capped_rows) + " row(s) at the precision cap";
+  if (unbounded_elements)
+    out += "; " + std::to_string(unbounded_elements) +
+           " element(s) with no finite band (the declared arithmetic has no finite worst case at this length: "
+           "passed vacuously)";
   if (diagnosed) {
     out += "; consistent with: ";
     if (consistent_with.empty()) out += "no other standard profile of the dtype";

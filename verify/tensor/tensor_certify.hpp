@@ -61,6 +61,9 @@ struct TensorReport {
   std::size_t rows_total = 0;                ///< B·Hq·L
   std::size_t elements_certified = 0;        ///< finite elements of certified rows with keys
   std::size_t capped_rows = 0;               ///< rows whose enclosure stayed wider than δ/1000 at the cap
+  /// Elements whose certified band is infinite: the declared arithmetic has no finite worst case at
+  /// this length (an fp16 accumulator over about 340 keys and more, say); they pass vacuously.
+  std::size_t unbounded_elements = 0;
   std::size_t fast_rows = 0;                 ///< certified rows decided by the fast double pass alone (no MPFI)
   double max_plain_ratio = 0;                ///< |got - exact| / max(|plain - exact|, half an ulp): non-deciding
   double mean_plain_ratio = 0;
