@@ -1,15 +1,17 @@
 // Tensor certification on small TensorProblems built from the fuzz bytes: every dtype, both
 // layouts, boolean and additive masks (-inf too) of rank 2 or 4, causal top-left and bottom-right,
-// GQA, key lengths, a given or defaulted scale, and a declared kernel structure. Properties: the
-// exact output rounded once to the storage format passes both tiers; the same output moved by twice
-// the certified band at one element of a row with keys fails both tiers (the statistical band is
-// never wider) and names that element; nothing crashes, nothing is NaN in a verdict.
+// GQA, key lengths, a given or defaulted scale, key and value in a format of their own, and a
+// declared kernel structure. Properties: the exact output rounded once to the storage format passes
+// both tiers; the same output moved by twice the certified band at one element of a row with keys
+// fails both tiers (the statistical band is never wider) and names that element; nothing crashes,
+// nothing is NaN in a verdict.
 #include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "byte_source.hpp"
@@ -37,16 +39,17 @@ double value(attn::fuzz::ByteSource& bytes, DType dtype) {
 TensorProblem build(attn::fuzz::ByteSource& bytes) {
   TensorProblem p;
   p.dtype = kDtypes[bytes.in_range(0, 3)];
+  if (bytes.in_range(0, 3) == 0) p.kv_dtype = kDtypes[bytes.in_range(0, 3)];  // key and value in another format
   p.layout = bytes.flag() ? AxisOrder::batch_seq_head : AxisOrder::batch_head_seq;
   p.batch = bytes.in_range(1, 2);
   p.kv_heads = bytes.in_range(1, 2);
   p.q_heads = p.kv_heads * bytes.in_range(1, 2);
   p.L = bytes.in_range(1, 4), p.S = bytes.in_range(1, 6);
   p.E = bytes.in_range(1, 4), p.Ev = bytes.in_range(1, 3);
-  for (auto [values, count] : {std::pair{&p.query, p.batch * p.q_heads * p.L * p.E},
-                               std::pair{&p.key, p.batch * p.kv_heads * p.S * p.E},
-                               std::pair{&p.value, p.batch * p.kv_heads * p.S * p.Ev}})
-    for (std::size_t n = 0; n < count; ++n) values->push_back(value(bytes, p.dtype));
+  for (auto [values, count, format] : {std::tuple{&p.query, p.batch * p.q_heads * p.L * p.E, p.dtype},
+                                       std::tuple{&p.key, p.batch * p.kv_heads * p.S * p.E, kv_format(p)},
+                                       std::tuple{&p.value, p.batch * p.kv_heads * p.S * p.Ev, kv_format(p)}})
+    for (std::size_t n = 0; n < count; ++n) values->push_back(value(bytes, format));
   if (bytes.flag()) p.scale = static_cast<double>(bytes.in_range(1, 64)) / 16 * (bytes.in_range(0, 7) == 0 ? -1 : 1);
   const std::size_t mask = bytes.in_range(0, 2);
   if (mask != 0) {
@@ -84,18 +87,6 @@ KernelStructure structure(attn::fuzz::ByteSource& bytes) {
   return s;
 }
 
-bool has_keys(const TensorProblem& p, std::size_t row) {
-  const RowIndex r = row_index(p, row);
-  for (std::size_t j = 0; j < p.S; ++j)
-    if (takes_part(p, r.b, r.h, r.i, j)) return true;
-  return false;
-}
-
-std::size_t output_index(const TensorProblem& p, std::size_t row, std::size_t c) {
-  const RowIndex r = row_index(p, row);
-  return tensor_index(p, p.q_heads, p.L, p.Ev, r.b, r.h, r.i, c);
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -105,13 +96,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   CertifyOptions options;
   options.arithmetic = arithmetic_profile(dtype_name(p.dtype)).value();
   options.arithmetic.structure = structure(bytes);
+  options.arithmetic.kv_storage = p.kv_dtype;  // as certify_tensor takes it, for the band computed below
   options.threads = 1;
   const std::size_t rows = p.batch * p.q_heads * p.L;
   // The exact output rounded once to the storage format; fully masked rows +0.
   std::vector<double> exact(rows * p.Ev, 0.0);
   std::vector<std::size_t> with_keys;
   for (std::size_t row = 0; row < rows; ++row) {
-    if (!has_keys(p, row)) continue;
+    if (!row_has_keys(p, row)) continue;
     with_keys.push_back(row);
     const RowEnclosure e = enclose_row(p, row, 128);
     for (std::size_t c = 0; c < p.Ev; ++c) exact[output_index(p, row, c)] = round_to(p.dtype, e.fine[c].head);

@@ -42,7 +42,8 @@ void require(bool condition, const std::string& message) {
 // that no call of this function can read outside an array.
 TensorProblem make_problem(const Array& query, const Array& key, const Array& value, const std::optional<Array>& mask,
                            const std::string& mask_kind, const std::string& causal, std::optional<double> scale,
-                           const std::vector<std::size_t>& key_lengths, attn::verify::DType dtype) {
+                           const std::vector<std::size_t>& key_lengths, attn::verify::DType dtype,
+                           std::optional<attn::verify::DType> kv_dtype) {
   const auto q = shape4(query, "query"), k = shape4(key, "key"), v = shape4(value, "value");
   require(k[0] == q[0] && k[3] == q[3], "key: shape must be [B, Hkv, S, E] with the query's B and E");
   require(v[0] == q[0] && v[1] == k[1] && v[2] == k[2], "value: shape must be [B, Hkv, S, Ev] with the key's B, Hkv, S");
@@ -50,6 +51,7 @@ TensorProblem make_problem(const Array& query, const Array& key, const Array& va
   p.batch = q[0], p.q_heads = q[1], p.L = q[2], p.E = q[3];
   p.kv_heads = k[1], p.S = k[2], p.Ev = v[3];
   p.dtype = dtype;
+  p.kv_dtype = kv_dtype;
   p.query = values_of(query), p.key = values_of(key), p.value = values_of(value);
   p.scale = scale;
   if (mask_kind == "boolean" || mask_kind == "additive") {
@@ -69,6 +71,13 @@ TensorProblem make_problem(const Array& query, const Array& key, const Array& va
   }
   p.key_lengths = key_lengths;
   return p;
+}
+
+// A storage format by its profile name (fp64, fp32, fp16, bf16); ValueError naming `what`.
+attn::verify::DType format_named(const std::string& name, const char* what) {
+  require(name == "fp64" || name == "fp32" || name == "fp16" || name == "bf16",
+          std::string(what) + ": expected fp64, fp32, fp16 or bf16, got " + name);
+  return attn::verify::arithmetic_profile(name).value().storage;
 }
 
 py::tuple failure_tuple(const attn::verify::TensorFailure& f) {
@@ -111,7 +120,8 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
                  std::optional<std::size_t> rows, std::uint64_t seed, const std::string& tier, double alpha,
                  std::optional<std::size_t> key_tile, std::optional<std::size_t> sum_chunk, bool single_pass,
                  std::optional<std::size_t> splits, bool ordered, bool output_rounded,
-                 std::optional<std::string> accumulator, std::size_t max_failures) {
+                 std::optional<std::string> accumulator, std::optional<bool> query_in_storage,
+                 std::optional<std::string> kv_precision, std::size_t max_failures) {
   auto arithmetic = attn::verify::arithmetic_profile(precision);
   if (!arithmetic) throw py::value_error("precision: " + arithmetic.error().message);
   attn::verify::CertifyOptions options;
@@ -122,14 +132,11 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
     options.arithmetic.exp_ulps = *exp_ulps;
   }
   if (weights_in_storage) options.arithmetic.weights_in_storage = *weights_in_storage;
+  if (query_in_storage) options.arithmetic.query_in_storage = *query_in_storage;
   options.arithmetic.output_rounded = output_rounded;
-  if (accumulator) {
-    const auto format = attn::verify::arithmetic_profile(*accumulator);
-    require(format.ok() && (*accumulator == "fp64" || *accumulator == "fp32" || *accumulator == "fp16" ||
-                            *accumulator == "bf16"),
-            "accumulator: expected fp64, fp32, fp16 or bf16");
-    options.arithmetic.accumulator = format.value().storage;
-  }
+  if (accumulator) options.arithmetic.accumulator = format_named(*accumulator, "accumulator");
+  std::optional<attn::verify::DType> kv_dtype;
+  if (kv_precision) kv_dtype = format_named(*kv_precision, "key");
   options.arithmetic.structure = structure_of(key_tile, sum_chunk, single_pass, splits, ordered);
   require(tier == "certified" || tier == "statistical", "tier: must be \"certified\" or \"statistical\"");
   options.tier = tier == "certified" ? attn::verify::Tier::certified : attn::verify::Tier::statistical;
@@ -139,7 +146,7 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
   options.seed = seed;
   options.max_failures = max_failures;
   const TensorProblem problem =
-      make_problem(query, key, value, mask, mask_kind, causal, scale, key_lengths, options.arithmetic.storage);
+      make_problem(query, key, value, mask, mask_kind, causal, scale, key_lengths, options.arithmetic.storage, kv_dtype);
   if (auto ok = attn::verify::validate(problem); !ok) throw py::value_error(ok.error().message);
   const auto o = shape4(out, "out");
   require(o[0] == problem.batch && o[1] == problem.q_heads && o[2] == problem.L && o[3] == problem.Ev,
@@ -185,7 +192,7 @@ PYBIND11_MODULE(_attncheck, m) {
         py::arg("tier") = "certified", py::arg("alpha") = 1e-9, py::arg("key_tile") = py::none(),
         py::arg("sum_chunk") = py::none(), py::arg("single_pass") = false, py::arg("splits") = py::none(),
         py::arg("ordered") = false, py::arg("output_rounded") = true, py::arg("accumulator") = py::none(),
-        py::arg("max_failures") = 100,
+        py::arg("query_in_storage") = py::none(), py::arg("kv_precision") = py::none(), py::arg("max_failures") = 100,
         "Certifies out ([B, Hq, L, Ev]) for query/key/value ([B, H, *, *]), float64 arrays holding exact values; "
         "returns the report as a dict. ValueError names the argument at fault.");
 }

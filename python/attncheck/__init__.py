@@ -31,18 +31,22 @@ __all__ = ["check_attention", "assert_attention_close", "Report", "Failure", "Ve
 def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, causal_alignment="top-left",
                     scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
                     weights_in_storage=None, rows=None, seed=0, tier="certified", alpha=1e-9, key_tile=None,
-                    sum_chunk=None, single_pass=False, splits=None, ordered=False, accumulator=None) -> Report:
+                    sum_chunk=None, single_pass=False, splits=None, ordered=False, accumulator=None,
+                    query_in_storage=None) -> Report:
     """Certifies ``out`` = SDPA(query, key, value, ...) and returns a Report (never raises on a wrong output).
 
     out, query, key, value: numpy arrays or torch tensors (float64, float32, float16; bfloat16
-    tensors). attn_mask: None, boolean (True = takes part) or float (added to the scaled scores),
+    tensors). key and value share one dtype, which may differ from the query's (llama.cpp's fp16 KV
+    cache read by an fp32 query): each tensor is exact in its own format. attn_mask: None, boolean (True = takes part) or float (added to the scaled scores),
     broadcastable to [B, Hq, L, S]. is_causal: key j takes part in query i iff j <= i
     (``causal_alignment="top-left"``, PyTorch) or j <= i + S - L (``"bottom-right"``, FlashAttention
     >= 2.1). scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
     kv head h // G. key_lengths: per batch item, keys j >= length are masked. precision: "fp64",
     "fp32", "fp16", "bf16", "fp16-math" or "bf16-math" (PyTorch's math path: the scaled Q, the
     scores and P rounded to the dtype too) (default: the inputs' dtype; an out of another dtype is noted in
-    ``report.notes``); exp_ulps and weights_in_storage refine it.
+    ``report.notes``); exp_ulps, weights_in_storage (P rounded to the value's dtype before P·V) and
+    query_in_storage (the query, scaled or not, rounded to the key's dtype before Q·Kᵀ: ggml converts
+    an fp32 query to its fp16 cache's format) refine it.
     accumulator: the format P·V is accumulated in when coarser than the compute format ("fp16":
     ggml's decode path; the sum of the exps stays in compute). rows: certify a seeded sample of
     this many rows (default all); every element is still checked
@@ -66,11 +70,11 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     q, q_dtype = as_exact_array(query, "query")
     k, k_dtype = as_exact_array(key, "key")
     v, v_dtype = as_exact_array(value, "value")
-    for name, dtype in (("key", k_dtype), ("value", v_dtype)):
-        if dtype != q_dtype:
-            raise TypeError(f"{name}: dtype {dtype} differs from the query's {q_dtype}")
+    if v_dtype != k_dtype:
+        raise TypeError(f"value: dtype {v_dtype} differs from the key's {k_dtype} (key and value share one storage "
+                        f"format; the query's may differ)")
     explicit_precision = precision is not None
-    notes = _dtype_notes(out_dtype, q_dtype, precision)
+    notes = _dtype_notes(out_dtype, q_dtype, precision) + _kv_notes(q_dtype, k_dtype)
     if precision is None:  # the inputs' format: the kernel's arithmetic, whatever it stored its output in
         precision = PRECISION_OF_DTYPE[q_dtype]
     if precision not in PRECISIONS:
@@ -94,8 +98,9 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     lengths = _key_lengths(key_lengths)
     if exp_ulps is not None and (isinstance(exp_ulps, bool) or not isinstance(exp_ulps, numbers.Real)):
         raise TypeError(f"exp_ulps: expected a float or None, got {type(exp_ulps).__name__}")
-    if weights_in_storage is not None and not isinstance(weights_in_storage, bool):
-        raise TypeError(f"weights_in_storage: expected a bool or None, got {type(weights_in_storage).__name__}")
+    for name, flag in (("weights_in_storage", weights_in_storage), ("query_in_storage", query_in_storage)):
+        if flag is not None and not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name}: expected a bool or None, got {type(flag).__name__}")
     rows = check_int(rows, "rows", minimum=1, allow_none=True)
     seed = check_int(seed, "seed")
     if tier not in ("certified", "statistical"):
@@ -119,7 +124,9 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
         k.reshape(to_rank4(k.shape, "key")), v.reshape(to_rank4(v.shape, "value")), mask=mask, mask_kind=mask_kind,
         causal=causal_alignment if is_causal else "none", scale=None if scale is None else float(scale),
         key_lengths=lengths, precision=precision, exp_ulps=None if exp_ulps is None else float(exp_ulps),
-        weights_in_storage=weights_in_storage, rows=rows, seed=seed, tier=tier, alpha=float(alpha),
+        weights_in_storage=None if weights_in_storage is None else bool(weights_in_storage),
+        query_in_storage=None if query_in_storage is None else bool(query_in_storage),
+        kv_precision=None if k_dtype == q_dtype else PRECISION_OF_DTYPE[k_dtype], rows=rows, seed=seed, tier=tier, alpha=float(alpha),
         key_tile=key_tile, sum_chunk=sum_chunk, single_pass=bool(single_pass), splits=splits,
         ordered=bool(ordered), output_rounded=not _widened(out_dtype, q_dtype, explicit_precision),
         accumulator=accumulator)
@@ -168,6 +175,17 @@ def _dtype_notes(out_dtype, input_dtype, precision):
                 f"was widened, certified as {name} without the rounding of the output to {input_dtype}"]
     return [f"out is {out_dtype}, coarser than the inputs' {input_dtype}: certified as {name}, so the rounding "
             f"to {out_dtype} counts against the band (pass precision= to judge it otherwise)"]
+
+
+def _kv_notes(query_dtype, key_dtype):
+    """What the report says about key and value stored in another format than the query."""
+    if key_dtype == query_dtype:
+        return []
+    note = (f"key and value are {key_dtype}, the query {query_dtype}: each is certified exact in its own format "
+            f"(P rounded to {key_dtype} when weights_in_storage, the query to {key_dtype} when query_in_storage)")
+    if _FINENESS[key_dtype] > _FINENESS[query_dtype]:
+        note += "; key and value finer than the query is unusual (a cache is kept coarser, not finer)"
+    return [note]
 
 
 def _key_lengths(key_lengths):

@@ -63,6 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--splits", type=_positive, help="declared: at most this many LSE-merged key partitions")
     check.add_argument("--ordered", action="store_true",
                        help="declared: terms added one at a time in key order (needs --splits 1)")
+    check.add_argument("--accumulator", choices=("fp64", "fp32", "fp16", "bf16"),
+                       help="P·V accumulated in this format, coarser than compute (ggml's decode path: fp16)")
+    check.add_argument("--query-in-storage", action="store_true",
+                       help="the query rounded to the key's dtype before Q·Kᵀ (ggml with an fp16 KV cache)")
     check.add_argument("--json", metavar="FILE", help="write the report as JSON")
     return parser
 
@@ -88,7 +92,8 @@ def _check(args) -> int:
                              enable_gqa=args.enable_gqa, key_lengths=lengths, precision=args.precision,
                              rows=args.rows, seed=args.seed, tier=args.tier, alpha=args.alpha,
                              key_tile=args.key_tile, sum_chunk=args.sum_chunk, single_pass=args.single_pass,
-                             splits=args.splits, ordered=args.ordered)
+                             splits=args.splits, ordered=args.ordered, accumulator=args.accumulator,
+                             query_in_storage=args.query_in_storage or None)
     print(report)
     if args.json:
         try:

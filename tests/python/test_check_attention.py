@@ -201,6 +201,8 @@ ARGUMENT_ERRORS = [
     ({"precision": "fp16"}, {}, ValueError, "query"),
     ({"exp_ulps": -1.0}, {}, ValueError, "exp_ulps"),
     ({"weights_in_storage": "yes"}, {}, TypeError, "weights_in_storage"),
+    ({"query_in_storage": 1}, {}, TypeError, "query_in_storage"),
+    ({}, {"value": np.zeros((2, 3, 7, 4), dtype=np.float16)}, TypeError, "value: dtype float16 differs from the key's"),
     ({"rows": 0}, {}, ValueError, "rows"),
     ({"rows": 2.5}, {}, TypeError, "rows"),
     ({"seed": -1}, {}, ValueError, "seed"),
@@ -307,3 +309,19 @@ def test_an_fp16_accumulator_is_declared_with_accumulator():
     assert declared.unbounded_elements == 0
     undeclared = attncheck.check_attention(out, q, k, v, accumulator="fp16")  # any tiling: 3k roundings
     assert undeclared.unbounded_elements == 4 * 64 and "no finite band" in str(undeclared)
+
+
+def test_an_fp32_query_reads_an_fp16_cache_as_ggml_does():
+    # llama.cpp's KV cache: fp32 query, fp16 key and value; ggml converts the query to fp16 for the
+    # dot products and keeps the output in fp32. Certified with each tensor in its own format.
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((1, 2, 4, 64)).astype(np.float32)
+    k, v = (rng.standard_normal((1, 2, 256, 64)).astype(np.float16) for _ in range(2))
+    exact_inputs = sdpa(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64))
+    report = attncheck.check_attention(exact_inputs.astype(np.float32), q, k, v)
+    assert report.passed and report.precision == "fp32"
+    assert "key and value are float16, the query float32" in report.notes[0]
+    ggml = sdpa(q.astype(np.float16).astype(np.float32), k.astype(np.float32), v.astype(np.float32))
+    assert not attncheck.check_attention(ggml, q, k, v, tier="statistical").passed  # the conversion is an error
+    declared = attncheck.check_attention(ggml, q, k, v, query_in_storage=True, tier="statistical")
+    assert declared.passed and declared.certified.passed

@@ -75,3 +75,25 @@ def test_bad_input_exits_3_with_one_line(files):
         result = run(*ARGS, *args, cwd=files)
         assert result.returncode == 3, (args, result.stderr)
         assert reason in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_an_fp16_cache_with_the_ggml_declarations(tmp_path):
+    # fp32 query, fp16 key and value, the query converted to fp16 and P·V accumulated in fp16.
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((1, 1, 4, 64)).astype(np.float32)
+    k, v = (rng.standard_normal((1, 1, 128, 64)).astype(np.float16) for _ in range(2))
+    s = (q.astype(np.float16).astype(np.float32) @ k.astype(np.float32).swapaxes(-1, -2)) * np.float32(1 / 8)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    acc = np.zeros((1, 1, 4, 64), dtype=np.float16)
+    for j in range(128):
+        acc = (acc.astype(np.float32) + p[..., j:j + 1] * v[:, :, j, :][:, :, None, :].astype(np.float32)).astype(
+            np.float16)
+    out = acc.astype(np.float32) / p.sum(-1, keepdims=True)
+    for name, array in {"q": q, "k": k, "v": v, "o": out}.items():
+        np.save(tmp_path / f"{name}.npy", array)
+    files = ["check", "--query", "q.npy", "--key", "k.npy", "--value", "v.npy", "--out", "o.npy"]
+    assert run(*files, cwd=tmp_path).returncode == 1
+    declared = run(*files, "--accumulator", "fp16", "--query-in-storage", "--single-pass", "--splits", "1",
+                   cwd=tmp_path)
+    assert declared.returncode == 0, declared.stdout + declared.stderr
+    assert "key and value are float16, the query float32" in declared.stdout

@@ -94,6 +94,8 @@ std::size_t mask_offset(const TensorProblem& p, std::size_t b, std::size_t h, st
 
 }  // namespace
 
+DType kv_format(const TensorProblem& p) { return p.kv_dtype.value_or(p.dtype); }
+
 Result<Ok, Error> validate(const TensorProblem& p) {
   if (p.batch == 0 || p.q_heads == 0 || p.L == 0 || p.E == 0) {
     return Error{"query: every dimension of [B, Hq, L, E] must be positive, got " +
@@ -109,12 +111,13 @@ Result<Ok, Error> validate(const TensorProblem& p) {
       !ok) {
     return ok;
   }
-  if (auto ok = check_values("key", p.key, std::vector<std::size_t>{p.batch, p.kv_heads, p.S, p.E}, p.dtype, false);
+  if (auto ok =
+          check_values("key", p.key, std::vector<std::size_t>{p.batch, p.kv_heads, p.S, p.E}, kv_format(p), false);
       !ok) {
     return ok;
   }
   if (auto ok =
-          check_values("value", p.value, std::vector<std::size_t>{p.batch, p.kv_heads, p.S, p.Ev}, p.dtype, false);
+          check_values("value", p.value, std::vector<std::size_t>{p.batch, p.kv_heads, p.S, p.Ev}, kv_format(p), false);
       !ok) {
     return ok;
   }
@@ -160,6 +163,19 @@ double additive_bias(const TensorProblem& p, std::size_t b, std::size_t h, std::
 
 RowIndex row_index(const TensorProblem& p, std::size_t row) {
   return {row / (p.L * p.q_heads), (row / p.L) % p.q_heads, row % p.L};
+}
+
+bool row_has_keys(const TensorProblem& p, std::size_t row) {
+  const RowIndex r = row_index(p, row);
+  for (std::size_t j = 0; j < p.S; ++j) {
+    if (takes_part(p, r.b, r.h, r.i, j)) return true;
+  }
+  return false;
+}
+
+std::size_t output_index(const TensorProblem& p, std::size_t row, std::size_t c) {
+  const RowIndex r = row_index(p, row);
+  return tensor_index(p, p.q_heads, p.L, p.Ev, r.b, r.h, r.i, c);
 }
 
 }  // namespace attn::verify

@@ -34,9 +34,12 @@ enum class TensorMask { none, boolean, additive };
 struct TensorProblem {
   std::size_t batch = 1, q_heads = 1, kv_heads = 1;
   std::size_t L = 0, S = 0, E = 0, Ev = 0;
-  DType dtype = DType::fp32;                          ///< storage format of query, key, value, output
+  DType dtype = DType::fp32;                          ///< storage format of query, output (and key, value)
+  /// Storage format of key and value when it is not dtype (llama.cpp's fp16 KV cache read by an fp32
+  /// query); nullopt: dtype.
+  std::optional<DType> kv_dtype;
   AxisOrder layout = AxisOrder::batch_head_seq;
-  std::vector<double> query, key, value;              ///< each value exactly representable in dtype
+  std::vector<double> query, key, value;              ///< each exactly representable in its storage format
   std::optional<double> scale;                        ///< multiplier of Q·Kᵀ; nullopt: the exact 1/√E
   TensorMask mask_kind = TensorMask::none;
   std::vector<std::size_t> mask_shape;                ///< rank 2..4, broadcastable to [B, Hq, L, S]
@@ -46,9 +49,13 @@ struct TensorProblem {
 };
 
 /// A problem that is well-formed: sizes agree with the data, Hkv divides Hq, the mask broadcasts,
-/// key lengths fit, the scale is finite, values are representable in dtype and finite. The error
+/// key lengths fit, the scale is finite, values are finite and representable in their storage
+/// format (query and an additive mask: dtype; key and value: kv_format). The error
 /// names the argument (as PyTorch calls it: query, key, value, attn_mask, scale, key_lengths).
 [[nodiscard]] Result<Ok, Error> validate(const TensorProblem& problem);
+
+/// The storage format of key and value: kv_dtype, else dtype.
+[[nodiscard]] DType kv_format(const TensorProblem& problem);
 
 /// Index of element (b, h, row, c) of a tensor with `heads` heads, `rows` rows and `width` columns.
 [[nodiscard]] std::size_t tensor_index(const TensorProblem& problem, std::size_t heads, std::size_t rows,
@@ -73,5 +80,11 @@ struct RowIndex {
   std::size_t b = 0, h = 0, i = 0;
 };
 [[nodiscard]] RowIndex row_index(const TensorProblem& problem, std::size_t row);
+
+/// Does any key take part in the row? (A row without one is exactly zero.)
+[[nodiscard]] bool row_has_keys(const TensorProblem& problem, std::size_t row);
+
+/// Index of output element c of the row in the [B, Hq, L, Ev] output (in problem.layout).
+[[nodiscard]] std::size_t output_index(const TensorProblem& problem, std::size_t row, std::size_t c);
 
 }  // namespace attn::verify

@@ -12,7 +12,10 @@
 // Model. One row: k keys taking part, dot length E, multiplier σ > 0, additive bias b_j (0
 // without a mask). Exact: D_j = q·k_j, A_j = Σ_c |q_c k_jc|, scores s_j = σ D_j + b_j,
 // R_j := σ A_j + |b_j| >= |s_j|, gaps g_j = max_i s_i - s_j, weights w_j = e^{-g_j} / Σ_i e^{-g_i},
-// y = Σ_j w_j v_j. Inputs are exact in storage. u = unit roundoff of compute, u_s of storage,
+// y = Σ_j w_j v_j. Inputs are exact in storage; key and value may have a format of their own
+// (kv_storage: llama.cpp's fp16 cache read by an fp32 query), which is then u_s and h wherever K
+// or V is rounded or converted below (Q's rounding to K's format in Step 2', P's to V's in Step 6),
+// while the scores and the output keep storage's. u = unit roundoff of compute, u_s of storage,
 // λ = smallest normal of compute, h = half the smallest subnormal of storage. θ_n is any product
 // of at most n factors (1+ε_i)^±1, |ε_i| <= u, and |θ_n| <= γ_n = nu/(1-nu) (Higham, Accuracy
 // and Stability of Numerical Algorithms, 2nd ed., Lemmas 3.1 and 3.3). exp (or exp2) is accurate
@@ -534,12 +537,16 @@ std::string structure_error(const KernelStructure& s) {
 }
 
 Result<Arithmetic, Error> arithmetic_profile(std::string_view name) {
-  if (name == "fp64") return Arithmetic{DType::fp64, DType::fp64, 1, false, false, false, {}, true, std::nullopt};
-  if (name == "fp32") return Arithmetic{DType::fp32, DType::fp32, 2, false, false, false, {}, true, std::nullopt};
-  if (name == "fp16") return Arithmetic{DType::fp16, DType::fp32, 2, true, false, false, {}, true, std::nullopt};
-  if (name == "bf16") return Arithmetic{DType::bf16, DType::fp32, 2, true, false, false, {}, true, std::nullopt};
-  if (name == "fp16-math") return Arithmetic{DType::fp16, DType::fp32, 2, true, true, true, {}, true, std::nullopt};
-  if (name == "bf16-math") return Arithmetic{DType::bf16, DType::fp32, 2, true, true, true, {}, true, std::nullopt};
+  const auto profile = [](DType storage, DType compute, double exp_ulps, bool weights, bool intermediates) {
+    return Arithmetic{.storage = storage, .compute = compute, .exp_ulps = exp_ulps, .weights_in_storage = weights,
+                      .query_in_storage = intermediates, .scores_in_storage = intermediates};
+  };
+  if (name == "fp64") return profile(DType::fp64, DType::fp64, 1, false, false);
+  if (name == "fp32") return profile(DType::fp32, DType::fp32, 2, false, false);
+  if (name == "fp16") return profile(DType::fp16, DType::fp32, 2, true, false);
+  if (name == "bf16") return profile(DType::bf16, DType::fp32, 2, true, false);
+  if (name == "fp16-math") return profile(DType::fp16, DType::fp32, 2, true, true);
+  if (name == "bf16-math") return profile(DType::bf16, DType::fp32, 2, true, true);
   return Error{"unknown arithmetic profile '" + std::string(name) +
                "' (expected fp64, fp32, fp16, bf16, fp16-math or bf16-math)"};
 }
@@ -576,13 +583,14 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   if (t.keys == 0) return out;
   const KernelStructure& structure = arithmetic.structure;
   const Format compute = format_of(arithmetic.compute), storage = format_of(arithmetic.storage);
+  const Format kv = format_of(arithmetic.kv_storage.value_or(arithmetic.storage));  // key and value
   const double u = compute.unit, lambda = compute.normal;
   const double k = static_cast<double>(t.keys);
   const Walk walk = walk_of(t, structure);
   const double tiles = walk.tiles, splits = walk.splits;
   const double depth = walk.chunk_keys - 1 + walk.chunks + tiles;  // D of Step 6
   const double sigma = t.scale;
-  const bool converts = storage.unit < u;  // inputs finer than compute: one conversion each
+  const bool converts = storage.unit < u || kv.unit < u;  // inputs finer than compute: one conversion each
   const bool output_rounds = storage.unit > u && arithmetic.output_rounded;
   const double c_sigma = t.scale_defaulted ? 2 : 1;
   const double g2 = gamma_of(2, u);
@@ -592,10 +600,10 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   const double g_dot = gamma_of(static_cast<double>(t.E) + c_sigma + 7 + (converts ? 2 : 0), u);
   const double flushed = (2 * static_cast<double>(t.E) + 4) * lambda * (1 + 2 * sigma);
   double P = 0;
-  // Step 2': intermediates in storage. The scaled Q (or K) rounded: |Σ_c q_c σ δ_c k_jc| <= u_s R_j;
-  // the scores rounded after Q·Kᵀ and after the bias add: two roundings of |ŝ| <= R_j + e_j, plus
-  // 2h for scores in storage's subnormal range.
-  const double u_s = storage.unit, gs2 = gamma_of(2, u_s), gs3 = gamma_of(3, u_s);
+  // Step 2': intermediates in storage. The scaled Q (or K) rounded to the key's format:
+  // |Σ_c q_c σ δ_c k_jc| <= u_k R_j; the scores rounded to storage up to three times: roundings of
+  // |ŝ| <= R_j + e_j, plus 3h for scores in storage's subnormal range.
+  const double u_s = storage.unit, u_k = kv.unit, gs2 = gamma_of(2, u_k), gs3 = gamma_of(3, u_s);
   if (arithmetic.query_in_storage && t.abs_key.size() != t.keys)
     throw ContractError("tensor_row_bands: query_in_storage needs RowTerms::abs_key");
   const double side_scale = std::max({1.0, sigma, std::sqrt(sigma)});  // Q by σ, or Q and K by √σ each
@@ -605,8 +613,8 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
     if (arithmetic.query_in_storage) {
       // Both sides rounded: (1 + δ)(1 + δ') on every product; absolutely, h per subnormal component.
       e[j] += gs2 * (1 + g_dot) * sigma * t.abs_dot[j] +
-              storage.half_spacing * (1 + gs2) * (1 + g_dot) * side_scale * (t.abs_key[j] + t.abs_query) +
-              static_cast<double>(t.E) * storage.half_spacing * storage.half_spacing;
+              kv.half_spacing * (1 + gs2) * (1 + g_dot) * side_scale * (t.abs_key[j] + t.abs_query) +
+              static_cast<double>(t.E) * kv.half_spacing * kv.half_spacing;
     }
     if (arithmetic.scores_in_storage) e[j] += gs3 * (R[j] + e[j]) + 3 * storage.half_spacing;
     P = std::max(P, R[j] + e[j]);
@@ -669,7 +677,7 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   // on top of compute's, conservatively), and flushes or rounds in its subnormals absolutely.
   const Format acc = format_of(arithmetic.accumulator.value_or(arithmetic.compute));
   const bool coarse_acc = acc.unit > u;
-  const double rho = (1 + gamma_of(depth_all, u)) * (1 + (arithmetic.weights_in_storage ? storage.unit : 0)) *
+  const double rho = (1 + gamma_of(depth_all, u)) * (1 + (arithmetic.weights_in_storage ? kv.unit : 0)) *
                          (coarse_acc ? 1 + gamma_of(depth + 1 + (split ? splits + 1 : 0), acc.unit) : 1.0) *
                          std::exp(split ? x_common + eta_prime : 0.0) - 1;
   const double flushes = k * (2 * tiles + 4) + 2 * tiles + (split ? 3 * splits : 0);
@@ -677,7 +685,7 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   const double acc_flushes =
       coarse_acc ? (k + 2 * tiles + 3 * splits) * acc.normal * std::exp(chain) * (1 + rho) / low : 0.0;
   const double sub_each =
-      arithmetic.weights_in_storage ? storage.half_spacing * std::exp(chain) * (1 + rho) / low : 0.0;
+      arithmetic.weights_in_storage ? kv.half_spacing * std::exp(chain) * (1 + rho) / low : 0.0;
   for (std::size_t c = 0; c < columns; ++c) {
     const double v_max = t.abs_v_max[c], y = t.abs_y[c];
     const double U = 2 * flushes * lambda * (1 + v_max) / low + acc_flushes;
@@ -741,12 +749,12 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
       const double n_s = 3 * static_cast<double>(t.E) + 2;
       // Intermediates in storage: Q's rounding joins the common Q roundings, the scores' two
       // roundings (coefficient <= u_s (R_j + e_j)) the per-key dot-product block terms.
-      const double q_storage = arithmetic.query_in_storage ? u_s * u_s : 0.0;
+      const double q_storage = arithmetic.query_in_storage ? u_k * u_k : 0.0;
       // The scores' roundings: three, of coefficient <= u_s (R_j + e_j) <= u_s R_j (1 + max e/R); K's
       // rounding per key, coefficient <= u_s σ ℓ2_j <= u_s R_j.
       const double s_storage =
           (arithmetic.scores_in_storage ? 3 * u_s * u_s * (1 + pre.e_over_R) * (1 + pre.e_over_R) : 0.0) +
-          (arithmetic.query_in_storage ? u_s * u_s : 0.0);
+          (arithmetic.query_in_storage ? u_k * u_k : 0.0);
       double V = (3 * u * u + q_storage) * l2_sum * l2_sum + (n_s * u * u + s_storage) * v_dot + 3 * u * u * v_gap;
       // S2: the worst-case parts; W bounds every prefix a rescale can follow.
       const double W = std::min(A / 2, sums.prefix_spread);
@@ -761,7 +769,7 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
         V += (u * u + u_a2) * (inside * sums.H_chunk * sums.H_chunk + joins * sums.H * sums.H);
         V += u * u * (inside * sums.Z_chunk * sums.Z_chunk + joins * slack * slack) * y * y;
       }
-      const double u_p = arithmetic.weights_in_storage ? storage.unit : 0.0;
+      const double u_p = arithmetic.weights_in_storage ? kv.unit : 0.0;  // P rounded to V's format
       V += (3 * u * u + u_p * u_p) * sums.product_blocks;
       // S4: second order.
       second += (M_bar / (1 - M_bar) + rho) * spread + (gamma_of(depth_all, u) - depth_all * u) * magnitude;

@@ -42,11 +42,16 @@ struct KernelStructure {
 
 /// The arithmetic a kernel is judged in.
 struct Arithmetic {
-  DType storage = DType::fp32;      ///< inputs (exact in it) and the output (rounded to it)
+  DType storage = DType::fp32;      ///< the query (exact in it), the output (rounded to it), and key and value
+  /// The format key and value are stored in when it is not `storage` (llama.cpp's fp16 KV cache with
+  /// an fp32 query); certify_tensor takes it from TensorProblem::kv_dtype. nullopt: storage.
+  std::optional<DType> kv_storage;
   DType compute = DType::fp32;      ///< scores, exp, sums, accumulators
   double exp_ulps = 2;              ///< exp (and log, when splits merge) accurate to this many ulps of `compute`
-  bool weights_in_storage = false;  ///< P rounded to `storage` before P·V (FlashAttention fp16/bf16)
-  bool query_in_storage = false;    ///< the scaled Q and K (either or both) rounded to `storage` before Q·Kᵀ
+  bool weights_in_storage = false;  ///< P rounded to V's format before P·V (FlashAttention fp16/bf16)
+  /// The scaled Q and K (either or both) rounded to K's format before Q·Kᵀ (PyTorch's math path; ggml
+  /// converts an fp32 query to its fp16 cache's format)
+  bool query_in_storage = false;
   bool scores_in_storage = false;   ///< the scores rounded to `storage` up to three times (Q·Kᵀ, the scale, the mask's add)
   KernelStructure structure;        ///< declared tiling, summation and splits (default: any)
   bool output_rounded = true;       ///< the output is rounded to `storage` (false: kept in compute, widened)

@@ -46,6 +46,10 @@ struct RowOutcome {
 template <typename Work> void parallel_for(std::size_t count, unsigned threads, const Work& work) {
   unsigned workers = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
   workers = static_cast<unsigned>(std::min<std::size_t>(workers, std::max<std::size_t>(count, 1)));
+  if (workers == 1) {  // on the caller's thread: no thread to start (and its MPFR caches stay warm)
+    for (std::size_t k = 0; k < count; ++k) work(k);
+    return;
+  }
   std::atomic<std::size_t> next{0};
   std::exception_ptr error;
   std::mutex error_mutex;
@@ -65,19 +69,6 @@ template <typename Work> void parallel_for(std::size_t count, unsigned threads, 
   }
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);
-}
-
-bool row_is_empty(const TensorProblem& p, std::size_t row) {
-  const RowIndex r = row_index(p, row);
-  for (std::size_t j = 0; j < p.S; ++j) {
-    if (takes_part(p, r.b, r.h, r.i, j)) return false;
-  }
-  return true;
-}
-
-std::size_t output_index(const TensorProblem& p, std::size_t row, std::size_t c) {
-  const RowIndex r = row_index(p, row);
-  return tensor_index(p, p.q_heads, p.L, p.Ev, r.b, r.h, r.i, c);
 }
 
 TensorFailure failure_at(const TensorProblem& p, std::size_t row, std::size_t c, double got, const char* reason) {
@@ -167,7 +158,7 @@ bool same_arithmetic(const Arithmetic& a, const Arithmetic& b) {
   return a.storage == b.storage && a.compute == b.compute && a.exp_ulps == b.exp_ulps &&
          a.weights_in_storage == b.weights_in_storage && a.query_in_storage == b.query_in_storage &&
          a.scores_in_storage == b.scores_in_storage && a.output_rounded == b.output_rounded &&
-         a.accumulator == b.accumulator;
+         a.accumulator == b.accumulator && a.kv_storage == b.kv_storage;
 }
 
 }  // namespace
@@ -189,6 +180,7 @@ void diagnose(const TensorProblem& p, std::span<const double> output, const Cert
     other.arithmetic.exp_ulps = std::max(other.arithmetic.exp_ulps, options.arithmetic.exp_ulps);
     other.arithmetic.output_rounded = options.arithmetic.output_rounded;
     other.arithmetic.accumulator = options.arithmetic.accumulator;
+    other.arithmetic.kv_storage = options.arithmetic.kv_storage;
     other.diagnose = false;
     other.max_failures = 0;
     if (same_arithmetic(other.arithmetic, options.arithmetic)) continue;
@@ -281,7 +273,7 @@ std::vector<std::size_t> sample_rows(const TensorProblem& p, std::optional<std::
   if (!rows || *rows >= total) return all;
   std::vector<bool> chosen(total, false);
   chosen[0] = chosen[total - 1] = true;
-  for (std::size_t row = 0; row < total; ++row) chosen[row] = chosen[row] || row_is_empty(p, row);
+  for (std::size_t row = 0; row < total; ++row) chosen[row] = chosen[row] || !row_has_keys(p, row);
   std::size_t count = static_cast<std::size_t>(std::count(chosen.begin(), chosen.end(), true));
   // A partial Fisher-Yates shuffle with mt19937_64 (fully specified by the standard, so a seed
   // replays on every platform; the modulo bias is below 2^-40 for fewer than 2^24 rows).
@@ -299,11 +291,13 @@ std::vector<std::size_t> sample_rows(const TensorProblem& p, std::optional<std::
 
 TensorReport certify_tensor(const TensorProblem& problem, std::span<const double> output,
                             const CertifyOptions& options) {
+  Arithmetic arithmetic = options.arithmetic;
+  arithmetic.kv_storage = problem.kv_dtype;  // the problem says what key and value are stored in
   TensorReport report =
       certify_tensor(problem, output, options, [&](std::size_t row, const RowEnclosure& enclosure, double lambda) {
         thread_local RowTerms terms;  // megabytes for long rows: reused, not reallocated row after row
         band_terms(problem, row, enclosure, terms);
-        return tensor_row_tier_bands(terms, options.arithmetic, lambda);
+        return tensor_row_tier_bands(terms, arithmetic, lambda);
       });
   if (!report.passed && options.diagnose) diagnose(problem, output, options, report);
   return report;
@@ -320,7 +314,7 @@ TensorReport certify_tensor(const TensorProblem& p, std::span<const double> outp
   for (std::size_t row : sample_rows(p, options.rows, options.seed)) certify[row] = 1;
   std::vector<RowOutcome> outcomes(total);
   parallel_for(total, options.threads, [&](std::size_t row) {
-    const bool empty = row_is_empty(p, row);
+    const bool empty = !row_has_keys(p, row);
     cheap_checks(p, output, row, empty, outcomes[row]);
     if (certify[row] && !empty) certify_row(p, output, row, bands, options, lambda, outcomes[row]);
   });

@@ -98,7 +98,8 @@ void band_terms(const TensorProblem& problem, std::size_t row, const RowEnclosur
 [[nodiscard]] std::vector<std::size_t> sample_rows(const TensorProblem& problem, std::optional<std::size_t> rows,
                                                    std::uint64_t seed);
 
-/// Certifies `output` ([B, Hq, L, Ev] in problem.layout) with the bands of options.arithmetic.
+/// Certifies `output` ([B, Hq, L, Ev] in problem.layout) with the bands of options.arithmetic, its
+/// kv_storage taken from problem.kv_dtype.
 /// Results do not depend on options.threads. Throws ContractError when validate(problem) fails or
 /// output.size() != B·Hq·L·Ev (the caller validates input first).
 [[nodiscard]] TensorReport certify_tensor(const TensorProblem& problem, std::span<const double> output,

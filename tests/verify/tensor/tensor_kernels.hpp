@@ -69,6 +69,7 @@ struct KernelChoices {
   double (*round_alpha)(double) = nullptr;  ///< bug: the rescale factor rounded (to bf16, say)
   double (*round_query)(double) = nullptr;  ///< Q and K each scaled by √scale and rounded (PyTorch's math path)
   double (*round_scores)(double) = nullptr; ///< the scores rounded after Q·Kᵀ (after the scale) and after the bias add
+  double (*convert_query)(double) = nullptr;  ///< Q converted, unscaled, before Q·Kᵀ (ggml: to its fp16 cache's format)
 };
 
 /// Output [L, Ev] of the kernel described by `choices`, computed in T (float or double).
@@ -148,7 +149,7 @@ template <class T> std::vector<double> attention_kernel(const Head& h, const Ker
     for (std::size_t j = 0; j < h.S; ++j) {
       T dot = 0;
       for (std::size_t c = 0; c < h.E; ++c) {
-        const T q = static_cast<T>(h.Q[i * h.E + c]);
+        const T q = static_cast<T>(choices.convert_query ? choices.convert_query(h.Q[i * h.E + c]) : h.Q[i * h.E + c]);
         T qs = choices.scaling == Scaling::query_first ? q * scale : q;
         T ks = static_cast<T>(h.K[j * h.E + c]);
         if (choices.round_query) {  // PyTorch 1.13: q·E^-1/4 and k·E^-1/4, each rounded to storage

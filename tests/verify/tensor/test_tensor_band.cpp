@@ -281,6 +281,41 @@ TEST(TensorBand, Fp16AccumulatorWithinTheDeclaredAccumulator) {
       }
 }
 
+// ggml's CPU flash attention on llama.cpp's cache: an fp32 query, key and value stored in fp16, the
+// query converted to fp16 for the dot products, P·V accumulated in fp16 (decode) or fp32. Inside
+// fp32 with kv_storage fp16, query_in_storage and the accumulator declared, in both tiers, on every
+// data kind, tiled or not; on N(0,1) data the query's conversion alone leaves the statistical band
+// that does not declare it.
+TEST(TensorBand, MixedStorageGgmlKernelWithinItsDeclaration) {
+  Arithmetic declared = arithmetic_profile("fp32").value();
+  declared.kv_storage = DType::fp16, declared.query_in_storage = true, declared.accumulator = DType::fp16;
+  Arithmetic undeclared = arithmetic_profile("fp32").value();  // for the kernel with an fp32 accumulator
+  undeclared.kv_storage = DType::fp16;
+  const KernelChoices kernels[] = {{.accumulate_in_fp16 = true, .convert_query = round_fp16},
+                                   {.tile = 16, .accumulate_in_fp16 = true, .convert_query = round_fp16},
+                                   {.tile = 1, .chunk = 1, .convert_query = round_fp16}};
+  double outside = 0;
+  for (std::size_t S : {1, 7, 64, 300})
+    for (Data data : {Data::normal, Data::large_gap, Data::masked, Data::ascending, Data::equal, Data::duplicates})
+      for (const KernelChoices& choices : kernels) {
+        Head h = make_head(3, S, 16, DType::fp32, data, static_cast<unsigned>(S) + 5);
+        for (std::vector<double>* kv : {&h.K, &h.V})
+          for (double& x : *kv) x = round_fp16(x);  // the cache's format
+        const std::vector<double> got = attention_kernel<float>(h, choices);
+        const std::string context = "ggml kernel S=" + std::to_string(S) + " data=" + std::to_string(int(data)) +
+                                    " tile=" + std::to_string(choices.tile);
+        Arithmetic own = declared;  // the kernel's own accumulator
+        if (!choices.accumulate_in_fp16) own.accumulator.reset();
+        worst_usage(h, got, own, true, context);
+        worst_usage(h, got, own, true, context, true);
+        if (data == Data::normal && S >= 64 && !choices.accumulate_in_fp16)
+          outside = std::max(outside, worst_usage(h, got, undeclared, false, "", true));
+      }
+  std::printf("ggml kernels with the query's conversion undeclared: worst statistical usage %.3g on N(0,1) data\n",
+              outside);
+  EXPECT_GT(outside, 1.0);
+}
+
 TEST(TensorBand, ExpInFp16ExceedsFp32Band) { expect_exceeds_fp32_band({.exp_in_fp16 = true}); }
 TEST(TensorBand, UnrescaledSumExceedsFp32Band) { expect_exceeds_fp32_band({.tile = 8, .sum_not_rescaled = true}); }
 TEST(TensorBand, WeightsInBf16ExceedFp32Band) { expect_exceeds_fp32_band({.tile = 16, .round_p = round_bf16}); }

@@ -156,6 +156,30 @@ TEST(TensorCertify, ArithmeticBandsAcceptTheRoundedExactResult) {
   }
 }
 
+// fp32 queries against bf16 keys and values: validation checks each tensor in its own format, and
+// the band rounds P to the value's format (weights_in_storage), which certify_tensor reads from the
+// problem: an output 1e-4 off (relative) passes that band and fails the band of fp32 values.
+TEST(TensorCertify, KeyAndValueKeepTheirOwnFormat) {
+  TensorProblem p = problem(DType::fp32);
+  for (double& q : p.query) q += 0x1p-20;  // fp32, not bf16
+  p.kv_dtype = DType::bf16;
+  ASSERT_TRUE(validate(p).ok()) << validate(p).error().message;
+  TensorProblem wrong = p;
+  wrong.key[0] += 0x1p-20;
+  ASSERT_FALSE(validate(wrong).ok());
+  EXPECT_EQ(validate(wrong).error().message.rfind("key: element 0 is not representable in bf16", 0), 0u);
+  CertifyOptions options;
+  options.arithmetic = arithmetic_profile("fp32").value();
+  options.arithmetic.weights_in_storage = true;
+  std::vector<double> output = rounded_exact(p);
+  EXPECT_TRUE(certify_tensor(p, output, options).passed);
+  for (double& y : output) y *= 1 + 1e-4;
+  EXPECT_TRUE(certify_tensor(p, output, options).passed) << certify_tensor(p, output, options).summary();
+  TensorProblem uniform = p;
+  uniform.kv_dtype.reset();
+  EXPECT_FALSE(certify_tensor(uniform, output, options).passed);
+}
+
 TEST(TensorCertify, PlainRatioIsReported) {
   const TensorProblem p = problem(DType::fp32);
   const TensorReport report = certify_tensor(p, rounded_exact(p), {}, kFixedBand);
