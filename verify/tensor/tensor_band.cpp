@@ -514,15 +514,80 @@ struct Pre {
 struct Fused {
   double w = 0, wG = 0, wc = 0, wl = 0, wR2_d2 = 0, wR2_d = 0, wM2_d2 = 0, wM2_d = 0;
   double plus = 0, minus = 0, products = 0;
-  void add(const Pre& pre, std::size_t j, double d, double v) {
-    const double up = pre.w_up[j];
-    w += up * d, wG += pre.wG[j] * d, wc += pre.wc[j] * d, wl += pre.wl[j] * d;
-    wR2_d += pre.wR2[j] * d, wR2_d2 += pre.wR2[j] * d * d;
-    wM2_d += pre.wM2[j] * d, wM2_d2 += pre.wM2[j] * d * d;
-    plus += up * std::max(v, 0.0), minus += up * std::max(-v, 0.0);
-    products += (up * v) * (up * v);
-  }
 };
+
+// One column's pass over the keys: the certified band's sums (spread, magnitude, subnormal) and,
+// when fused, the statistical tier's (Fused). Every term is >= 0, and "Evaluating the bound" counts
+// the roundings of a chain, not an order, so the sums may be taken in any order: the loop is a SIMD
+// reduction (lanes reassociate), compiled for the widest vectors the machine has.
+struct ColumnPass {
+  double spread = 0, magnitude = 0, subnormal = 0;
+  Fused fused;
+};
+
+struct ColumnInputs {
+  std::size_t keys = 0;
+  const double* distance = nullptr;  // |v_j - y| per key
+  const double* value = nullptr;     // v_j per key (fused only)
+  const double* wm = nullptr;        // w_j m_j
+  const double* up = nullptr;        // w^hi_j + w_j m_j
+  const Pre* pre = nullptr;          // fused only
+  double v_max = 0, y = 0, sub_each = 0, sub_factor = 0;
+};
+
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define ATTN_VECTOR_CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
+#endif
+#endif
+#ifndef ATTN_VECTOR_CLONES
+#define ATTN_VECTOR_CLONES
+#endif
+
+ATTN_VECTOR_CLONES ColumnPass column_pass(const ColumnInputs& in) {
+  double spread = 0, magnitude = 0, subnormal = 0;
+  const double* d = in.distance;
+  const double* wm = in.wm;
+  const double* up = in.up;
+  const double v_max = in.v_max, y = in.y, sub_each = in.sub_each, sub_factor = in.sub_factor;
+#pragma omp simd reduction(+ : spread, magnitude, subnormal)
+  for (std::size_t j = 0; j < in.keys; ++j) {
+    const double sum = d[j] + y, v = sum < v_max ? sum : v_max;  // |v_j| <= |v_j - y| + |y|
+    const double share = up[j] * sub_factor;
+    spread += wm[j] * d[j];
+    magnitude += up[j] * v;
+    subnormal += (share < sub_each ? share : sub_each) * v;  // 0 when P is not rounded (sub_each = 0)
+  }
+  return {spread, magnitude, subnormal, {}};
+}
+
+ATTN_VECTOR_CLONES ColumnPass column_pass_fused(const ColumnInputs& in) {
+  double spread = 0, magnitude = 0, subnormal = 0;
+  double w = 0, wG = 0, wc = 0, wl = 0, wR2_d2 = 0, wR2_d = 0, wM2_d2 = 0, wM2_d = 0, plus = 0, minus = 0,
+         products = 0;
+  const double* d = in.distance;
+  const double* x = in.value;
+  const double* wm = in.wm;
+  const double* up = in.up;
+  const double *pG = in.pre->wG.data(), *pc = in.pre->wc.data(), *pl = in.pre->wl.data();
+  const double *pR2 = in.pre->wR2.data(), *pM2 = in.pre->wM2.data();
+  const double v_max = in.v_max, y = in.y, sub_each = in.sub_each, sub_factor = in.sub_factor;
+#pragma omp simd reduction(+ : spread, magnitude, subnormal, w, wG, wc, wl, wR2_d2, wR2_d, wM2_d2, wM2_d, plus, \
+                               minus, products)
+  for (std::size_t j = 0; j < in.keys; ++j) {
+    const double dj = d[j], u = up[j], xj = x[j];
+    const double sum = dj + y, v = sum < v_max ? sum : v_max, share = u * sub_factor;
+    spread += wm[j] * dj;
+    magnitude += u * v;
+    subnormal += (share < sub_each ? share : sub_each) * v;
+    w += u * dj, wG += pG[j] * dj, wc += pc[j] * dj, wl += pl[j] * dj;
+    wR2_d += pR2[j] * dj, wR2_d2 += pR2[j] * dj * dj;
+    wM2_d += pM2[j] * dj, wM2_d2 += pM2[j] * dj * dj;
+    plus += u * (xj > 0 ? xj : 0.0), minus += u * (xj < 0 ? -xj : 0.0);
+    products += (u * xj) * (u * xj);
+  }
+  return {spread, magnitude, subnormal, {w, wG, wc, wl, wR2_d2, wR2_d, wM2_d2, wM2_d, plus, minus, products}};
+}
 
 }  // namespace
 
@@ -632,7 +697,7 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   const double x_common =
       split ? eta_prime + gamma_of(splits, u) + log_terms * (Lambda + std::log(splits) + 1) : 0.0;
   const double g_piece = gamma_of(c_sigma + 4, u) + g2;
-  std::vector<double> w_hi(t.keys), wm(t.keys), x(t.keys);
+  std::vector<double> w_hi(t.keys), wm(t.keys), up(t.keys), x(t.keys);
   double M_bar = 0;
   for (std::size_t j = 0; j < t.keys; ++j) {
     const double T = e[j] + g_piece * (R[j] + e[j] + P) + x_split;
@@ -640,6 +705,7 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
     const double m = std::expm1(x[j]);
     w_hi[j] = std::fmin(t.weight[j], std::exp(-t.gap[j]));
     wm[j] = std::fmin(w_hi[j] * m, std::exp(x[j] - t.gap[j]));  // fmin drops the NaN of 0·inf
+    up[j] = w_hi[j] + wm[j];
     M_bar += wm[j];
   }
   const bool usable = M_bar < 0.5;  // NaN-safe: an infinite or NaN M̄ falls back to the caps
@@ -653,7 +719,7 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
     for (std::size_t j = 0; j < t.keys; ++j) b_max = std::max(b_max, t.abs_bias[j]);
     for (std::size_t j = 0; j < t.keys; ++j) {
       curvature[j] = std::expm1(x[j]) - x[j];
-      pre.w_up.push_back(w_hi[j] + wm[j]);
+      pre.w_up.push_back(up[j]);
       pre.G.push_back(t.gap_hi[j] + 2 * e[j] + t.abs_bias[j] + b_max);
       pre.sl2.push_back(sigma * t.l2_dot[j]);
       pre.M.push_back(R[j] + e[j] + P);
@@ -696,17 +762,13 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
     // certified δ (the per-row sums in `pre`, once δ is known).
     Fused fused;
     if (usable) {
-      const double* distance = t.abs_v_minus_y[c].data();
       const bool fuse = lambda_s && pre.simple;
-      const double* values = fuse ? t.v[c].data() : nullptr;
-      for (std::size_t j = 0; j < t.keys; ++j) {
-        const double d = distance[j];
-        const double v = std::min(v_max, d + y);  // |v_j| <= |v_j - y| + |y|
-        spread += wm[j] * d;
-        magnitude += (w_hi[j] + wm[j]) * v;
-        if (sub_each > 0) subnormal += std::min(sub_each, (w_hi[j] + wm[j]) * (1 + rho) / (1 - M_bar)) * v;
-        if (fuse) fused.add(pre, j, d, values[j]);
-      }
+      const ColumnInputs in{t.keys,     t.abs_v_minus_y[c].data(), fuse ? t.v[c].data() : nullptr,
+                            wm.data(),  up.data(),                 fuse ? &pre : nullptr,
+                            v_max,      y,                         sub_each,
+                            (1 + rho) / (1 - M_bar)};
+      const ColumnPass pass = fuse ? column_pass_fused(in) : column_pass(in);
+      spread = pass.spread, magnitude = pass.magnitude, subnormal = pass.subnormal, fused = pass.fused;
       delta = std::min(delta, (spread + rho * magnitude) / (1 - M_bar) + subnormal + U);
     }
     double statistical = delta;

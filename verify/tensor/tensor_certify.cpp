@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -40,6 +41,42 @@ struct RowOutcome {
   bool fast = false;
   std::size_t unbounded = 0;
   bool certified = false;
+};
+
+// RowTerms buffers outlive the worker threads that fill them: a long row's take megabytes, and
+// certify_tensor starts its workers anew on every call, so each worker borrows one from this pool
+// (for its thread's lifetime) instead of allocating and first-touching them for every call.
+class TermsPool {
+ public:
+  static std::unique_ptr<RowTerms> take() {
+    TermsPool& pool = instance();
+    const std::lock_guard lock(pool.mutex_);
+    if (pool.free_.empty()) return std::make_unique<RowTerms>();
+    std::unique_ptr<RowTerms> terms = std::move(pool.free_.back());
+    pool.free_.pop_back();
+    return terms;
+  }
+  static void give(std::unique_ptr<RowTerms> terms) {
+    TermsPool& pool = instance();
+    const std::lock_guard lock(pool.mutex_);
+    pool.free_.push_back(std::move(terms));
+  }
+
+ private:
+  static TermsPool& instance() {
+    static TermsPool pool;  // constructed before any borrower, so destroyed after every one
+    return pool;
+  }
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<RowTerms>> free_;
+};
+
+struct BorrowedTerms {
+  std::unique_ptr<RowTerms> terms = TermsPool::take();
+  BorrowedTerms() = default;
+  BorrowedTerms(const BorrowedTerms&) = delete;
+  BorrowedTerms& operator=(const BorrowedTerms&) = delete;
+  ~BorrowedTerms() { TermsPool::give(std::move(terms)); }
 };
 
 // Runs work(k) for k < count on `threads` workers; the first exception is rethrown here.
@@ -295,9 +332,9 @@ TensorReport certify_tensor(const TensorProblem& problem, std::span<const double
   arithmetic.kv_storage = problem.kv_dtype;  // the problem says what key and value are stored in
   TensorReport report =
       certify_tensor(problem, output, options, [&](std::size_t row, const RowEnclosure& enclosure, double lambda) {
-        thread_local RowTerms terms;  // megabytes for long rows: reused, not reallocated row after row
-        band_terms(problem, row, enclosure, terms);
-        return tensor_row_tier_bands(terms, arithmetic, lambda);
+        thread_local BorrowedTerms borrowed;  // reused row after row and call after call
+        band_terms(problem, row, enclosure, *borrowed.terms);
+        return tensor_row_tier_bands(*borrowed.terms, arithmetic, lambda);
       });
   if (!report.passed && options.diagnose) diagnose(problem, output, options, report);
   return report;
