@@ -13,9 +13,10 @@
 // without a mask). Exact: D_j = q·k_j, A_j = Σ_c |q_c k_jc|, scores s_j = σ D_j + b_j,
 // R_j := σ A_j + |b_j| >= |s_j|, gaps g_j = max_i s_i - s_j, weights w_j = e^{-g_j} / Σ_i e^{-g_i},
 // y = Σ_j w_j v_j. Inputs are exact in storage; key and value may have a format of their own
-// (kv_storage: llama.cpp's fp16 cache read by an fp32 query), which is then u_s and h wherever K
-// or V is rounded or converted below (Q's rounding to K's format in Step 2', P's to V's in Step 6),
-// while the scores and the output keep storage's. u = unit roundoff of compute, u_s of storage,
+// (kv_storage: llama.cpp's fp16 cache read by an fp32 query). Then Q's rounding before Q·Kᵀ (Step
+// 2') and P's before P·V (Step 6) may go to either format, or to the query's and then K's: they
+// take u_k := the coarser unit and h_k := the sum of both h, the query one more rounding; the
+// scores and the output keep storage's. u = unit roundoff of compute, u_s of storage,
 // λ = smallest normal of compute, h = half the smallest subnormal of storage. θ_n is any product
 // of at most n factors (1+ε_i)^±1, |ε_i| <= u, and |θ_n| <= γ_n = nu/(1-nu) (Higham, Accuracy
 // and Stability of Numerical Algorithms, 2nd ed., Lemmas 3.1 and 3.3). exp (or exp2) is accurate
@@ -43,13 +44,16 @@
 // of the rounded values adds θ_E; both scaled by f = fl(√σ̂) converted: f² = σ θ_{c_σ+4} and two
 // element roundings; the bias add is one more. Every route (Higham eq. (3.5)) gives
 // |ŝ_j - s_j| <= e_j := γ_{E+c_σ+7} R_j + (2E+4) λ (1+2σ)   (flushed products and sums).
-// With storage finer than compute, q and k convert first: E+c_σ+9. E := max e_j, P := max(R_j+e_j).
+// With storage (or K's format) finer than compute, q and k convert first: E+c_σ+9.
+// E := max e_j, P := max(R_j+e_j).
 // Step 2' (intermediates in storage, PyTorch's math path in fp16/bf16: query_in_storage,
-// scores_in_storage). Rounding the scaled Q and K to storage (PyTorch 1.13 scales each by E^-1/4,
-// 2.x by √scale; or Q alone by σ) changes each product by (1 + δ)(1 + δ'), so each score by at most
-// γ_2(u_s)(1 + γ) σ A_j, plus an absolute h per component rounded into the subnormals:
-// h (1 + γ_2)(1 + γ) max(1, σ, √σ)(Σ_c |k_jc| + Σ_c |q_c|) + E h². Rounding the scores after Q·Kᵀ,
-// after a scale and after the bias add: at most three relative u_s of |ŝ_j| <= R_j + e_j, plus 3h.
+// scores_in_storage). Rounding the scaled (or unscaled) Q and K to K's format (PyTorch 1.13 scales
+// each by E^-1/4, 2.x by √scale; or Q alone by σ; ggml converts an unscaled fp32 Q to its fp16
+// cache's format) changes each product by (1 + δ)(1 + δ') (a third factor when mixed), so each
+// score by at most γ_2(u_k)(1 + γ) σ A_j (γ_3 when mixed), plus an absolute h_k per component
+// rounded into the subnormals: h_k (1 + γ_2)(1 + γ) max(1, σ, √σ)(Σ_c |k_jc| + Σ_c |q_c|) + E h_k².
+// Rounding the scores after Q·Kᵀ, after a scale and after the bias add: at most three relative u_s
+// of |ŝ_j| <= R_j + e_j, plus 3h.
 // All join e_j. A scale itself rounded to storage before use is outside the -math profiles.
 // Step 3 (arguments, any tiling). Key j in tile t gets its own exponential at argument ŝ_j - m_t
 // and then the rescales of tiles t+1..T at m_{i-1} - m_i: the natural arguments sum to
@@ -83,10 +87,10 @@
 // terms average into one). Each term of the accumulator also has the product p·v: θ_{D+1}. One
 // division (or, normalizing before, one division per weight and the same additions):
 // ŷ = Σ_j ω_j v_j θ_{2D+1}, so |ŷ - Σ ω_j v_j| <= ρ Σ_j ω_j |v_j|, ρ := (1 + γ_{2D+1+c_v})(1 + u_P) - 1,
-// where c_v = 1 when v converts to compute and u_P = u_s when P is rounded to storage (relative
-// u_s per weight).
+// where c_v = 1 when v converts to compute and u_P = u_k when P is rounded to V's format (relative
+// u_k per weight; u_k = u_s unless mixed).
 // Σ ω_j |v_j| <= Σ_j (w_j^hi + w_j m_j) |v_j| / (1 - M̄).
-// Rounding P to storage errs by <= u_s p + min(h, p) (0 is representable): the absolute part,
+// Rounding P to V's format errs by <= u_k p + min(h_k, p) (0 is representable): the absolute part,
 // carried through the rescales (α <= 1 + η) and divided by Σ ê, is per key
 // <= min(h e^{Tη'} (1+ρ) / low, ω_j (1+ρ)) |v_j|: term S_sub. For fp16 this is 2^-25 per weight
 // (subnormal P), far from negligible for long rows of small weights.
@@ -164,7 +168,8 @@
 // max|b|) + γ_2 2P W; the rescales (T - 1) η' W, where W >= |Σ_{j in B} ω_j (v_j - y)| over every
 // prefix B a rescale can follow: A/2 in any tiling (Σ_j w_j (v_j - y) = 0, so a prefix and its
 // complement cancel: A := Σ_j a_j), and with declared tiles (whole tiles before a rescale) half of
-// Σ_t |Σ_{j in t} w_j (v_j - y)|, plus one tile's Σ a_j when splits may cut a tile; splits x_split A.
+// Σ_t |Σ_{j in t} w_j (v_j - y)|, plus one tile's Σ a_j when splits may cut a tile; splits x_split A;
+// the absolute (subnormal) part of Step 2', not modelled as random: A max_j h_j, h_j that part of e_j.
 // Step S3 (sums, random). The accumulator's additions have coefficient |partial|/ℓ <= H (ω units):
 // in any tiling H := max(Σ_j (ω_j v_j)^+, Σ_j (ω_j v_j)^-) (any subset); with tiles a partial is
 // whole tiles in any order plus part of one: H := max(Σ_t b_t^+, Σ_t b_t^-) + max_t max(P_t^+, P_t^-),
@@ -173,7 +178,7 @@
 // division, product and addition of each split):
 //   V_acc := u² [(k - N_c) H_c² + (N_c + T + 3p) H²]; the sum ℓ likewise with Z_c := max_t Σ_t ω_j
 // and 1: its relative error multiplies ŷ, V_ℓ |y|²; the products p·v, conversions of v, divisions
-// before P·V and p's rounding to storage, per gap block: V_P := Σ_B (Σ_B ω_j |v_j|)² (3u² + u_s²).
+// before P·V and p's rounding to V's format, per gap block: V_P := Σ_B (Σ_B ω_j |v_j|)² (3u² + u_k²).
 // Ordered (declared): the additions' partial sums are the running sums in position order (either
 // direction, the larger taken), so V_acc := u² Σ_r S_r² and V_ℓ := u² Σ_r L_r² over every addition,
 // join and rescale product r, each |S_r| bounded from the enclosure's weights (ordered_squares).
@@ -667,8 +672,14 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   double P = 0;
   // Step 2': intermediates in storage. The scaled Q (or K) rounded to the key's format:
   // |Σ_c q_c σ δ_c k_jc| <= u_k R_j; the scores rounded to storage up to three times: roundings of
-  // |ŝ| <= R_j + e_j, plus 3h for scores in storage's subnormal range.
-  const double u_s = storage.unit, u_k = kv.unit, gs2 = gamma_of(2, u_k), gs3 = gamma_of(3, u_s);
+  // |ŝ| <= R_j + e_j, plus 3h for scores in storage's subnormal range. With key and value in a
+  // format of their own (mixed), the query may be scaled in its own format and then converted to
+  // K's, and P rounded to either format: the coarser unit, one more rounding, both h.
+  const bool mixed = arithmetic.kv_storage.has_value() && *arithmetic.kv_storage != arithmetic.storage;
+  const double u_s = storage.unit, u_k = mixed ? std::max(u_s, kv.unit) : kv.unit;
+  const double h_k = mixed ? storage.half_spacing + kv.half_spacing : kv.half_spacing;
+  const double gs2 = gamma_of(mixed ? 3 : 2, u_k), gs3 = gamma_of(3, u_s);
+  double h_score = 0;  // max_j of the absolute (subnormal) part of e_j from Q's and K's rounding
   if (arithmetic.query_in_storage && t.abs_key.size() != t.keys)
     throw ContractError("tensor_row_bands: query_in_storage needs RowTerms::abs_key");
   const double side_scale = std::max({1.0, sigma, std::sqrt(sigma)});  // Q by σ, or Q and K by √σ each
@@ -677,9 +688,10 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
     e[j] = g_dot * R[j] + flushed;
     if (arithmetic.query_in_storage) {
       // Both sides rounded: (1 + δ)(1 + δ') on every product; absolutely, h per subnormal component.
-      e[j] += gs2 * (1 + g_dot) * sigma * t.abs_dot[j] +
-              kv.half_spacing * (1 + gs2) * (1 + g_dot) * side_scale * (t.abs_key[j] + t.abs_query) +
-              static_cast<double>(t.E) * kv.half_spacing * kv.half_spacing;
+      const double absolute = h_k * (1 + gs2) * (1 + g_dot) * side_scale * (t.abs_key[j] + t.abs_query) +
+                              static_cast<double>(t.E) * h_k * h_k;
+      e[j] += gs2 * (1 + g_dot) * sigma * t.abs_dot[j] + absolute;
+      h_score = std::max(h_score, absolute);
     }
     if (arithmetic.scores_in_storage) e[j] += gs3 * (R[j] + e[j]) + 3 * storage.half_spacing;
     P = std::max(P, R[j] + e[j]);
@@ -743,7 +755,7 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   // on top of compute's, conservatively), and flushes or rounds in its subnormals absolutely.
   const Format acc = format_of(arithmetic.accumulator.value_or(arithmetic.compute));
   const bool coarse_acc = acc.unit > u;
-  const double rho = (1 + gamma_of(depth_all, u)) * (1 + (arithmetic.weights_in_storage ? kv.unit : 0)) *
+  const double rho = (1 + gamma_of(depth_all, u)) * (1 + (arithmetic.weights_in_storage ? u_k : 0)) *
                          (coarse_acc ? 1 + gamma_of(depth + 1 + (split ? splits + 1 : 0), acc.unit) : 1.0) *
                          std::exp(split ? x_common + eta_prime : 0.0) - 1;
   const double flushes = k * (2 * tiles + 4) + 2 * tiles + (split ? 3 * splits : 0);
@@ -751,7 +763,7 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   const double acc_flushes =
       coarse_acc ? (k + 2 * tiles + 3 * splits) * acc.normal * std::exp(chain) * (1 + rho) / low : 0.0;
   const double sub_each =
-      arithmetic.weights_in_storage ? kv.half_spacing * std::exp(chain) * (1 + rho) / low : 0.0;
+      arithmetic.weights_in_storage ? h_k * std::exp(chain) * (1 + rho) / low : 0.0;
   for (std::size_t c = 0; c < columns; ++c) {
     const double v_max = t.abs_v_max[c], y = t.abs_y[c];
     const double U = 2 * flushes * lambda * (1 + v_max) / low + acc_flushes;
@@ -809,19 +821,21 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
       }
       // S1: the random parts of the scores and arguments, by block.
       const double n_s = 3 * static_cast<double>(t.E) + 2;
-      // Intermediates in storage: Q's rounding joins the common Q roundings, the scores' two
-      // roundings (coefficient <= u_s (R_j + e_j)) the per-key dot-product block terms.
-      const double q_storage = arithmetic.query_in_storage ? u_k * u_k : 0.0;
+      // Intermediates in storage: Q's rounding (two when mixed) joins the common Q roundings, the
+      // scores' three roundings (coefficient <= u_s (R_j + e_j)) the per-key dot-product block terms.
+      const double q_storage = arithmetic.query_in_storage ? (mixed ? 2 : 1) * u_k * u_k : 0.0;
       // The scores' roundings: three, of coefficient <= u_s (R_j + e_j) <= u_s R_j (1 + max e/R); K's
-      // rounding per key, coefficient <= u_s σ ℓ2_j <= u_s R_j.
+      // rounding per key (to its format, u_k), coefficient <= u_k σ ℓ2_j <= u_k R_j.
       const double s_storage =
           (arithmetic.scores_in_storage ? 3 * u_s * u_s * (1 + pre.e_over_R) * (1 + pre.e_over_R) : 0.0) +
           (arithmetic.query_in_storage ? u_k * u_k : 0.0);
       double V = (3 * u * u + q_storage) * l2_sum * l2_sum + (n_s * u * u + s_storage) * v_dot + 3 * u * u * v_gap;
       // S2: the worst-case parts; W bounds every prefix a rescale can follow.
       const double W = std::min(A / 2, sums.prefix_spread);
+      // Q's and K's roundings into the subnormals (Step 2', absolute) are not modelled as random:
+      // at most h_score on every score.
       const double worst = eta_prime * A + gamma_of(c_sigma + 4, u) * common + g2 * 2 * P * W +
-                           (tiles - 1) * eta_prime * W + x_split * A;
+                           (tiles - 1) * eta_prime * W + x_split * A + h_score * A;
       // S3: the sums' roundings (the accumulator's also in its own format, Step 6').
       const double u_a2 = coarse_acc ? acc.unit * acc.unit : 0.0;
       const double inside = k - walk.chunks, joins = walk.chunks + tiles + 3 * splits;
@@ -831,7 +845,7 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
         V += (u * u + u_a2) * (inside * sums.H_chunk * sums.H_chunk + joins * sums.H * sums.H);
         V += u * u * (inside * sums.Z_chunk * sums.Z_chunk + joins * slack * slack) * y * y;
       }
-      const double u_p = arithmetic.weights_in_storage ? kv.unit : 0.0;  // P rounded to V's format
+      const double u_p = arithmetic.weights_in_storage ? u_k : 0.0;  // P rounded to V's format (or the query's)
       V += (3 * u * u + u_p * u_p) * sums.product_blocks;
       // S4: second order.
       second += (M_bar / (1 - M_bar) + rho) * spread + (gamma_of(depth_all, u) - depth_all * u) * magnitude;

@@ -316,6 +316,27 @@ TEST(TensorBand, MixedStorageGgmlKernelWithinItsDeclaration) {
   EXPECT_GT(outside, 1.0);
 }
 
+// An fp32 query below fp16's subnormals against keys at fp16's largest value: ggml's conversion
+// rounds the query to zero, so every score is 0 instead of ±0.0076 (review of the mixed storage:
+// the statistical tier modelled that absolute rounding as relative and was exceeded 5-fold).
+TEST(TensorBand, MixedStorageQueryConvertedToZeroWithinBothTiers) {
+  Head h;
+  h.L = 2, h.S = 2, h.E = 16, h.Ev = 4;
+  h.scale_defaulted = false, h.scale = 0.25;
+  for (std::size_t n = 0; n < h.L * h.E; ++n) h.Q.push_back(static_cast<float>(2.9e-8));
+  for (std::size_t j = 0; j < h.S; ++j)
+    for (std::size_t c = 0; c < h.E; ++c) h.K.push_back(j == 0 ? 65504.0 : -65504.0);
+  for (std::size_t j = 0; j < h.S; ++j)
+    for (std::size_t c = 0; c < h.Ev; ++c) h.V.push_back((j + c) % 2 == 0 ? 1.0 : -1.0);
+  ASSERT_EQ(round_fp16(h.Q[0]), 0.0);
+  Arithmetic declared = arithmetic_profile("fp32").value();
+  declared.kv_storage = DType::fp16, declared.query_in_storage = true;
+  const std::vector<double> got = attention_kernel<float>(h, {.convert_query = round_fp16});
+  EXPECT_GT(worst_usage(h, got, arithmetic_profile("fp32").value(), false, ""), 1.0);  // the error is real
+  worst_usage(h, got, declared, true, "query converted to zero");
+  worst_usage(h, got, declared, true, "query converted to zero", true);
+}
+
 TEST(TensorBand, ExpInFp16ExceedsFp32Band) { expect_exceeds_fp32_band({.exp_in_fp16 = true}); }
 TEST(TensorBand, UnrescaledSumExceedsFp32Band) { expect_exceeds_fp32_band({.tile = 8, .sum_not_rescaled = true}); }
 TEST(TensorBand, WeightsInBf16ExceedFp32Band) { expect_exceeds_fp32_band({.tile = 16, .round_p = round_bf16}); }
