@@ -179,6 +179,51 @@ TEST(PackageCommand, RefusalsAndHelp) {
   EXPECT_NE(invalid.err.find("two.in: not strict-valid: line 4, column 1"), std::string::npos) << invalid.err;
 }
 
+// Regenerating over a package a problem setter has worked on: every file they added or changed,
+// and every problem.yaml key they added, survives byte for byte; attncheck's own unchanged files
+// are replaced or removed; --force replaces (and lists) the changed ones; files they added stay.
+TEST(PackageCommand, RegenerationKeepsTheSettersWork) {
+  TempDir dir;
+  const std::string pkg = dir.path() + "/pkg";
+  ASSERT_EQ(run_attncheck("package --problem ai006 --out " + pkg + " --tests 4 --seed 1", "").status, 0);
+  const std::map<std::string, std::string> added = {
+      {"data/secret/testdata.yaml", "output_validator_flags: float_tolerance 1e-6\n"},
+      {"data/sample/zz-mine.in", slurp(pkg + "/data/sample/lesson-sample2.in")},
+      {"data/sample/zz-mine.ans", slurp(pkg + "/data/sample/lesson-sample2.ans")},
+      {"data/notes.txt", "notes\n"},
+      {"output_validators/helper.h", "// helper\n"},
+      {"input_validators/extra.ctd", "INT(1, 3)\n"}};
+  for (const auto& [path, text] : added) write(pkg + "/" + path, text);
+  const std::string changed_answer = pkg + "/data/secret/001-random-1.ans";
+  write(changed_answer, slurp(changed_answer) + "% setter's comment\n");
+  const std::string edited = slurp(changed_answer);
+  write(pkg + "/problem.yaml", slurp(pkg + "/problem.yaml") + "uuid: 0d3f7a9e-1b2c-4d5e-8f90-123456789abc\n"
+                                                             "license: cc by-sa\nname: The attention problem\n");
+  const auto again = run_attncheck("package --problem ai006 --out " + pkg + " --tests 2 --seed 1", "");
+  ASSERT_EQ(again.status, 0) << again.err;
+  for (const auto& [path, text] : added) {
+    EXPECT_EQ(slurp(pkg + "/" + path), text) << path;
+    EXPECT_NE(again.out.find("kept: " + path + " (added by you)"), std::string::npos) << again.out;
+  }
+  EXPECT_EQ(slurp(changed_answer), edited);
+  EXPECT_NE(again.out.find("kept: data/secret/001-random-1.ans (changed since attncheck wrote it"), std::string::npos)
+      << again.out;
+  const std::string yaml = slurp(pkg + "/problem.yaml");
+  EXPECT_NE(yaml.find("uuid: 0d3f7a9e-1b2c-4d5e-8f90-123456789abc\nlicense: cc by-sa\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("validation: custom\n"), std::string::npos) << yaml;
+  EXPECT_NE(again.out.find("kept: problem.yaml key 'name'"), std::string::npos) << again.out;  // two names: theirs
+  EXPECT_FALSE(fs::exists(pkg + "/data/secret/004-random-4.in"));  // attncheck's, unchanged: gone with --tests 2
+  EXPECT_TRUE(fs::exists(pkg + "/data/secret/002-edge-2.ans"));
+  // --force: the changed answer is attncheck's again; the setter's own files stay.
+  const auto forced = run_attncheck("package --problem ai006 --out " + pkg + " --tests 2 --seed 1 --force", "");
+  ASSERT_EQ(forced.status, 0) << forced.err;
+  EXPECT_EQ(slurp(changed_answer).find("% setter's comment"), std::string::npos);
+  for (const auto& [path, text] : added) EXPECT_EQ(slurp(pkg + "/" + path), text) << path;
+  EXPECT_NE(slurp(pkg + "/problem.yaml").find("uuid: 0d3f7a9e"), std::string::npos);
+  // The package still certifies.
+  EXPECT_EQ(run_attncheck("certify --problem ai006 " + pkg, "").status, 0);
+}
+
 // Tallies a run of comparisons and prints it.
 struct Tally {
   const char* what;

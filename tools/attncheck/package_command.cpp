@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "common.hpp"
 #include "instance_io.hpp"
 #include "judge/checker.hpp"
+#include "package_files.hpp"
 #include "portable_sources.hpp"
 
 namespace attn::cli {
@@ -29,6 +32,7 @@ struct PackageFlags {
   int tests = 30;
   std::uint64_t seed = 1;
   std::string add_tests;
+  bool force = false;
 };
 
 // One test of the package, before it is written.
@@ -142,32 +146,20 @@ Result<std::vector<PackageTest>, Error> collect_tests(const PackageFlags& flags,
   return tests;
 }
 
-// An empty or new --out, or an earlier package there (its marker file), whose parts are removed.
-Result<Ok, Error> prepare_out(const fs::path& out) {
+// An empty or new --out (created), or an earlier package there: the marker's text ("" when new).
+Result<std::string, Error> prepare_out(const fs::path& out) {
   std::error_code error;
-  if (!fs::exists(out, error)) return make_directories(out.string());
+  if (!fs::exists(out, error)) {
+    if (auto made = make_directories(out.string()); !made) return made.error();
+    return std::string();
+  }
   if (!fs::is_directory(out, error)) return Error{"--out '" + out.string() + "' is not a directory"};
-  if (fs::is_empty(out, error)) return Ok{};
+  if (fs::is_empty(out, error)) return std::string();
   if (!fs::exists(out / kMarkerName, error)) {
     return Error{"--out '" + out.string() + "' is not empty and holds no earlier package (" + kMarkerName +
                  "); give a new or empty folder"};
   }
-  for (const char* part : {"data", "input_validators", "output_validators", "tests", "problem.yaml", "check.cpp",
-                           "validator.cpp", kMarkerName}) {
-    fs::remove_all(out / part, error);
-    if (error) return Error{"cannot remove '" + (out / part).string() + "': " + error.message()};
-  }
-  return Ok{};
-}
-
-// Writes each file (path relative to the package, text), creating folders as needed.
-Result<Ok, Error> write_all(const fs::path& out, const std::vector<std::pair<std::string, std::string>>& files) {
-  for (const auto& [relative, text] : files) {
-    const fs::path path = out / relative;
-    if (auto made = make_directories(path.parent_path().string()); !made) return made.error();
-    if (auto written = write_file(path.string(), text); !written) return written.error();
-  }
-  return Ok{};
+  return read_input((out / kMarkerName).string());
 }
 
 std::string marker_text(const PackageFlags& flags, Problem problem, bool icpc) {
@@ -189,7 +181,10 @@ std::string marker_text(const PackageFlags& flags, Problem problem, bool icpc) {
                  "  validator < INPUT                             exit 0 valid, 1 invalid\n";
   text += "`attncheck certify --problem " + std::string(problem_name(problem)) +
           " DIR` re-certifies every test of this package.\n"
-          "If this folder is given to `attncheck package --out` again, it is replaced.\n";
+          "Given to `attncheck package --out` again, this folder keeps your work: a file listed below\n"
+          "that you changed, any file you added and the problem.yaml keys you added or changed are\n"
+          "left alone (and listed); only attncheck's own unchanged files are replaced. --force\n"
+          "replaces changed files too. This file is attncheck's record and is rewritten each time.\n\n";
   return text;
 }
 
@@ -200,19 +195,29 @@ int run_package(const PackageFlags& flags) {
   auto tests = collect_tests(flags, *setup);
   if (!tests) return fail(tests.error(), 1);
   const fs::path out(flags.out);
-  if (auto prepared = prepare_out(out); !prepared) return fail(prepared.error(), 1);
+  auto earlier = prepare_out(out);
+  if (!earlier) return fail(earlier.error(), 1);
 
   const std::string problem(problem_name(setup->problem));
-  std::vector<std::pair<std::string, std::string>> files;
-  files.emplace_back(kMarkerName, marker_text(flags, setup->problem, icpc));
+  std::map<std::string, std::string> files;
+  std::set<std::string> merged;
+  std::vector<std::string> yaml_kept;
+  const std::string yaml = "# Written by attncheck package; see " + std::string(kMarkerName) + ".\nname: " + problem +
+                           "\nvalidation: custom\n";
   if (icpc) {
-    files.emplace_back("problem.yaml", "# Written by attncheck package; see " + std::string(kMarkerName) +
-                                           ".\nname: " + problem + "\nvalidation: custom\n");
-    files.emplace_back("input_validators/validate.cpp", validator_source(*setup, true));
-    files.emplace_back("output_validators/check.cpp", checker_source(setup->problem));
+    std::string text = yaml;
+    if (std::error_code error; fs::is_regular_file(out / "problem.yaml", error)) {
+      auto existing = read_input((out / "problem.yaml").string());
+      if (!existing) return fail(existing.error(), 1);
+      text = merge_problem_yaml(*existing, yaml, read_yaml_record(*earlier), flags.force, yaml_kept);
+      merged.insert("problem.yaml");
+    }
+    files.emplace("problem.yaml", text);
+    files.emplace("input_validators/validate.cpp", validator_source(*setup, true));
+    files.emplace("output_validators/check.cpp", checker_source(setup->problem));
   } else {
-    files.emplace_back("validator.cpp", validator_source(*setup, false));
-    files.emplace_back("check.cpp", checker_source(setup->problem));
+    files.emplace("validator.cpp", validator_source(*setup, false));
+    files.emplace("check.cpp", checker_source(setup->problem));
   }
   std::size_t samples = 0, ambiguous_tests = 0, index = 0;
   for (const PackageTest& test : *tests) {
@@ -224,19 +229,28 @@ int run_package(const PackageFlags& flags) {
     const std::string answer = verify::answer_text(certificate, problem);
     if (icpc) {
       const std::string stem = std::string(test.sample ? "data/sample/" : "data/secret/") + test.name;
-      files.emplace_back(stem + ".in", test.input);
-      files.emplace_back(stem + ".ans", answer);
+      files.emplace(stem + ".in", test.input);
+      files.emplace(stem + ".ans", answer);
     } else {
       char stem[32];
       std::snprintf(stem, sizeof stem, "tests/%02zu", ++index);
-      files.emplace_back(stem, test.input);
-      files.emplace_back(std::string(stem) + ".a", answer);
+      files.emplace(stem, test.input);
+      files.emplace(std::string(stem) + ".a", answer);
     }
   }
-  if (auto written = write_all(out, files); !written) return fail(written.error(), 1);
+  auto report = write_package(out.string(), files, read_manifest(*earlier), flags.force, kMarkerName, merged);
+  if (!report) return fail(report.error(), 1);
+  const std::string marker = marker_text(flags, setup->problem, icpc) + manifest_text(report->manifest) +
+                             (icpc ? "\n" + yaml_record_text(yaml) : "");
+  if (auto written = write_file((out / kMarkerName).string(), marker); !written) return fail(written.error(), 1);
   std::printf("package: %s package for %s in %s: %zu test%s (%zu samples), %zu with ambiguous cells\n",
               flags.format.c_str(), problem.c_str(), flags.out.c_str(), tests->size(), tests->size() == 1 ? "" : "s",
               samples, ambiguous_tests);
+  if (!report->replaced.empty() || !report->removed.empty())
+    std::printf("package: %zu file(s) of the earlier package replaced, %zu removed\n", report->replaced.size(),
+                report->removed.size());
+  for (const std::string& line : yaml_kept) std::printf("package: kept: %s\n", line.c_str());
+  for (const std::string& line : report->kept) std::printf("package: kept: %s\n", line.c_str());
   return 0;
 }
 
@@ -256,6 +270,9 @@ void register_package(CLI::App& app, Commands& commands) {
       ->capture_default_str();
   command->add_option("--seed,-s", flags->seed, "test k uses seed + k")->capture_default_str();
   command->add_option("--add-tests", flags->add_tests, "also package every X.in of this folder (strict-valid)");
+  command->add_flag("--force", flags->force,
+                    "on an earlier package, also replace files you changed (they are listed); files you added "
+                    "stay");
   command->footer(
       "icpc:    problem.yaml (validation: custom), data/sample/ (the lesson's examples), data/secret/,\n"
       "         input_validators/validate.cpp (exit 42/43), output_validators/check.cpp (42/43)\n"
@@ -265,7 +282,9 @@ void register_package(CLI::App& app, Commands& commands) {
       "packages\"). The checker and validator are single C++17 files with no dependency; they give\n"
       "the verdicts of `attncheck check` and `attncheck validate` at the package's limits.\n"
       "--tests 0 --add-tests DIR packages only your own tests. An --out that is not empty must hold\n"
-      "an earlier package (attncheck-package.txt); its tests and programs are replaced.\n");
+      "an earlier package (attncheck-package.txt): only the files attncheck wrote there and nobody\n"
+      "changed since are replaced (or removed); files you changed or added, and problem.yaml keys\n"
+      "you added or changed, are kept and listed (--force replaces your changes to attncheck's files).\n");
   commands.push_back({command, [flags] { return run_package(*flags); }});
 }
 
