@@ -154,9 +154,10 @@ inline std::string mutate(const std::string& correct, const verify::Certificate&
       break;
     case 19:
       return verify::canonical_text(certificate);
-    case 20: {  // the answer file with its section altered: no longer an echo
+    case 20: {  // the answer file with its section altered: no longer an echo (a sample's has none)
       std::string answer = slurp(answer_path);
-      return answer.insert(answer.find("# end"), "1 1 0 0 band\n");
+      const std::size_t end = answer.find("# end");
+      return end == std::string::npos ? answer + "1 1 0 0 band\n" : answer.insert(end, "1 1 0 0 band\n");
     }
     default:  // the values, then only the section's first line
       return correct + slurp(answer_path).substr(verify::canonical_text(certificate).size()).substr(0, 30) + "\n";

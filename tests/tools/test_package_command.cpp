@@ -121,8 +121,21 @@ TEST(PackageCommand, IcpcAndPolygonLayoutsCertify) {
     for (const char* file : {"tests/01", "tests/01.a", "tests/05", "tests/05.a", "check.cpp", "validator.cpp"}) {
       EXPECT_TRUE(fs::exists(polygon + "/" + file)) << polygon << "/" << file;
     }
-    // One checker source serves both conventions; the validators differ in their default exit codes.
-    EXPECT_EQ(slurp(polygon + "/check.cpp"), slurp(icpc + "/output_validators/check.cpp"));
+    // Sample answers, shown to contestants, carry no certificate section: the icpc checker keeps
+    // theirs. Apart from that table one checker source serves both conventions; the validators
+    // differ in their default exit codes.
+    const std::string sample_answer = problem == "ai006" ? "/data/sample/lesson-sample2.ans" : "/data/sample/lesson-sample.ans";
+    EXPECT_EQ(slurp(icpc + sample_answer).find("attncheck-certificate"), std::string::npos);
+    const auto without_table = [](std::string source) {
+      constexpr std::string_view kTable = "kSampleCertificates[] = {\n";
+      const std::size_t begin = source.find(kTable) + kTable.size();
+      source.erase(begin, source.find("    {nullptr, nullptr}};", begin) - begin);
+      return source;
+    };
+    const std::string icpc_checker = slurp(icpc + "/output_validators/check.cpp");
+    EXPECT_NE(icpc_checker.find("\", R\"attncheck(# attncheck-certificate v1 problem=" + problem), std::string::npos);
+    EXPECT_TRUE(slurp(polygon + "/check.cpp") == without_table(icpc_checker));  // (sources too long to print)
+    EXPECT_NE(slurp(polygon + "/tests/01.a").find("attncheck-certificate"), std::string::npos);  // polygon: in .a
     std::string validator = slurp(icpc + "/input_validators/validate.cpp");
     validator.replace(validator.find("kKattis = true"), 14, "kKattis = false");
     EXPECT_EQ(slurp(polygon + "/validator.cpp"), validator);
@@ -366,6 +379,11 @@ TEST(PortableEquivalence, CheckerGivesTheVerdictsOfCheck) {
       const std::string correct = format_solution(instance, solve(instance));
       compare(problem, entry.path().string(), ans.string(), certificate, correct, "package tests");
       compare(problem, entry.path().string(), ans.string(), certificate, slurp(ans.string()), "package tests");
+      // Samples' answers hold no section (the checker keeps it): their wrong outputs are judged too.
+      for (int kind = 0; kind < testing_support::kMutationKinds; ++kind) {
+        compare(problem, entry.path().string(), ans.string(), certificate,
+                testing_support::mutate(correct, certificate, ans.string(), kind, rng), "package tests");
+      }
     }
   }
   for (const auto& [source, count] : by_source) std::printf("  %s: %zu\n", source.c_str(), count);

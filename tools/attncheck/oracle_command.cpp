@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "common.hpp"
 #include "instance_io.hpp"
 #include "judge/checker.hpp"
 #include "judge/oracle.hpp"
+#include "package_files.hpp"
 
 namespace attn::cli {
 namespace {
@@ -152,7 +154,24 @@ struct TestFile {
 struct TestDirectory {
   std::vector<TestFile> tests;
   bool package = false;
+  /// icpc packages: the samples' certificate sections kept in output_validators/check.cpp (their
+  /// answer files are shown to contestants), by the FNV-1a 64 hash of the sample input.
+  std::map<std::string, std::string> sample_sections;
 };
+
+// The `{"HASH", R"attncheck(SECTION)attncheck"}` entries of a package checker's settings block.
+std::map<std::string, std::string> embedded_sections(std::string_view checker) {
+  std::map<std::string, std::string> sections;
+  constexpr std::string_view kOpen = "\", R\"attncheck(", kClose = ")attncheck\"";
+  for (std::size_t at = checker.find(kOpen); at != std::string_view::npos; at = checker.find(kOpen, at + 1)) {
+    if (at < 18 || checker.substr(at - 18, 2) != "{\"") continue;
+    const std::size_t end = checker.find(kClose, at);
+    if (end == std::string_view::npos) break;
+    const std::size_t begin = at + kOpen.size();
+    sections[std::string(checker.substr(at - 16, 16))] = std::string(checker.substr(begin, end - begin));
+  }
+  return sections;
+}
 
 Result<TestDirectory, Error> list_tests(const fs::path& directory) {
   TestDirectory out;
@@ -185,21 +204,34 @@ Result<TestDirectory, Error> list_tests(const fs::path& directory) {
     }
   }
   if (error) return Error{"cannot list '" + directory.string() + "': " + error.message()};
+  if (icpc && fs::exists(directory / "output_validators" / "check.cpp", error)) {
+    auto checker = read_input((directory / "output_validators" / "check.cpp").string());
+    if (!checker) return checker.error();
+    out.sample_sections = embedded_sections(*checker);
+  }
   std::sort(out.tests.begin(), out.tests.end(), [](const TestFile& a, const TestFile& b) { return a.name < b.name; });
   return out;
 }
 
-FileReport certify_file(const TestFile& test, const ProblemSetup& setup, bool package) {
+FileReport certify_file(const TestFile& test, const ProblemSetup& setup, const TestDirectory& directory) {
+  const bool package = directory.package;
   if (test.answer.empty()) return {FileOutcome::skipped, test.name + ": skipped (no answer file beside it)"};
   const auto instance = load_instance(test.input.string(), setup, Strictness::strict);
   if (!instance) return {FileOutcome::failed, test.name + ": invalid input: " + instance.error().message};
   const auto answer = read_input(test.answer.string());
   if (!answer) return {FileOutcome::failed, test.name + ": " + answer.error().message};
   const Certificate certificate = verify::certify(*instance, {}, verify::Weights::skip);
-  const verify::AnswerParts parts = verify::split_answer(*answer);
+  verify::AnswerParts parts = verify::split_answer(*answer);
   const std::string answer_name = (fs::path(test.name).parent_path() / test.answer.filename()).string();
   if (package && parts.section.empty()) {
-    return {FileOutcome::failed, answer_name + ": no certificate section (the portable checker needs it)"};
+    // A sample's section is in the checker (its answer file is what contestants see).
+    const auto input_text = read_input(test.input.string());
+    const auto kept = input_text ? directory.sample_sections.find(content_hash(*input_text))
+                                 : directory.sample_sections.end();
+    if (kept == directory.sample_sections.end())
+      return {FileOutcome::failed, answer_name + ": no certificate section, here or in the checker (the portable "
+                                                 "checker needs it)"};
+    parts.section = kept->second;
   }
   if (!parts.section.empty() &&
       parts.section != verify::certificate_section(certificate, problem_name(setup.problem))) {
@@ -291,7 +323,7 @@ void register_certify(CLI::App& app, Commands& commands) {
                         const std::vector<TestFile>& inputs = listed->tests;
                         std::size_t counts[4] = {0, 0, 0, 0};
                         for (const TestFile& input : inputs) {
-                          const FileReport report = certify_file(input, *setup, listed->package);
+                          const FileReport report = certify_file(input, *setup, *listed);
                           std::printf("%s\n", report.line.c_str());
                           ++counts[static_cast<int>(report.outcome)];
                         }

@@ -56,10 +56,21 @@ std::string with_settings(std::string_view source, const std::string& settings) 
   return std::string(source.substr(0, begin_line + 1)) + settings + std::string(source.substr(end));
 }
 
-std::string checker_source(Problem problem) {
-  return with_settings(embedded::kCheckSource, "namespace settings {\nconstexpr const char* kProblem = \"" +
-                                                   std::string(problem_name(problem)) +
-                                                   "\";  // how the input's header reads\n}  // namespace settings\n");
+// A sample's certificate section, kept in the checker: (FNV-1a of the input, section).
+using SampleCertificates = std::vector<std::pair<std::string, std::string>>;
+
+std::string checker_source(Problem problem, const SampleCertificates& samples) {
+  std::string table;
+  for (const auto& [hash, section] : samples)
+    table += "    {\"" + hash + "\", R\"attncheck(" + section + ")attncheck\"},\n";
+  return with_settings(embedded::kCheckSource,
+                       "namespace settings {\nconstexpr const char* kProblem = \"" + std::string(problem_name(problem)) +
+                           "\";  // how the input's header reads\n"
+                           "// The samples' certificate sections (their answer files are shown to contestants):\n"
+                           "// the FNV-1a 64 hash of the sample input's bytes and its section; a null entry ends it.\n"
+                           "struct SampleCertificate {\n  const char* input_hash;\n  const char* section;\n};\n"
+                           "constexpr SampleCertificate kSampleCertificates[] = {\n" +
+                           table + "    {nullptr, nullptr}};\n}  // namespace settings\n");
 }
 
 std::string validator_source(const ProblemSetup& setup, bool kattis) {
@@ -170,6 +181,8 @@ std::string marker_text(const PackageFlags& flags, Problem problem, bool icpc) {
   text +=
       "Each answer file holds the canonical answer, then a certificate section (attncheck's README,\n"
       "\"Judge packages\") listing the accepted range of every ambiguous cell; the checker reads it.\n"
+      "Sample answers, which contestants see, hold the canonical answer alone: their sections are in\n"
+      "the checker's settings block, keyed by a hash of the sample's input.\n"
       "The checker and the validator are single C++17 files using only the standard library:\n";
   text += icpc ? "  g++ -std=c++17 -O2 output_validators/check.cpp -o check\n"
                  "  check INPUT ANSWER FEEDBACK_DIR < OUTPUT      exit 42 accepted, 43 rejected\n"
@@ -214,11 +227,10 @@ int run_package(const PackageFlags& flags) {
     }
     files.emplace("problem.yaml", text);
     files.emplace("input_validators/validate.cpp", validator_source(*setup, true));
-    files.emplace("output_validators/check.cpp", checker_source(setup->problem));
   } else {
     files.emplace("validator.cpp", validator_source(*setup, false));
-    files.emplace("check.cpp", checker_source(setup->problem));
   }
+  SampleCertificates sample_certificates;
   std::size_t samples = 0, ambiguous_tests = 0, index = 0;
   for (const PackageTest& test : *tests) {
     const verify::Certificate certificate = verify::certify(test.instance, {}, verify::Weights::skip);
@@ -230,7 +242,12 @@ int run_package(const PackageFlags& flags) {
     if (icpc) {
       const std::string stem = std::string(test.sample ? "data/sample/" : "data/secret/") + test.name;
       files.emplace(stem + ".in", test.input);
-      files.emplace(stem + ".ans", answer);
+      if (test.sample) {  // shown to contestants: the canonical answer; the section goes to the checker
+        files.emplace(stem + ".ans", verify::canonical_text(certificate));
+        sample_certificates.emplace_back(content_hash(test.input), verify::certificate_section(certificate, problem));
+      } else {
+        files.emplace(stem + ".ans", answer);
+      }
     } else {
       char stem[32];
       std::snprintf(stem, sizeof stem, "tests/%02zu", ++index);
@@ -238,6 +255,7 @@ int run_package(const PackageFlags& flags) {
       files.emplace(std::string(stem) + ".a", answer);
     }
   }
+  files.emplace(icpc ? "output_validators/check.cpp" : "check.cpp", checker_source(setup->problem, sample_certificates));
   auto report = write_package(out.string(), files, read_manifest(*earlier), flags.force, kMarkerName, merged);
   if (!report) return fail(report.error(), 1);
   const std::string marker = marker_text(flags, setup->problem, icpc) + manifest_text(report->manifest) +

@@ -22,6 +22,13 @@
 // ---- attncheck package settings: begin (rewritten by `attncheck package`) ----
 namespace settings {
 constexpr const char* kProblem = "ai006";  // ai006 | ai031 | general: how the input's header reads
+// The certificate sections of the samples, whose answer files contestants see without one: the
+// FNV-1a 64 hash of the sample input's bytes (16 hex digits) and its section; a null entry ends it.
+struct SampleCertificate {
+  const char* input_hash;
+  const char* section;
+};
+constexpr SampleCertificate kSampleCertificates[] = {{nullptr, nullptr}};
 }  // namespace settings
 // ---- attncheck package settings: end ----
 
@@ -264,6 +271,15 @@ std::size_t section_offset(std::string_view answer) {
   return std::string_view::npos;
 }
 
+// FNV-1a 64 of the bytes as 16 hex digits (how `attncheck package` keys the samples' certificates).
+std::string fnv1a_hex(std::string_view bytes) {
+  unsigned long long hash = 0xcbf29ce484222325ull;
+  for (const char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", hash);
+  return text;
+}
+
 bool refuse(std::string& why, std::string message) {
   why = std::move(message);
   return false;
@@ -407,6 +423,16 @@ int main(int argc, char** argv) {
   if (!read_file(answer_path, answer)) return fail(std::string("cannot read the answer ") + answer_path);
   if (!read_file(output_path, output)) return fail(std::string("cannot read the output ") + output_path);
 
+  // A sample's answer file is what contestants see: its certificate section lives here instead.
+  if (section_offset(answer) == std::string_view::npos) {
+    const std::string hash = fnv1a_hex(input);
+    for (const settings::SampleCertificate* sample = settings::kSampleCertificates; sample->input_hash; ++sample) {
+      if (hash == sample->input_hash) {
+        answer += sample->section;
+        break;
+      }
+    }
+  }
   Certificate certificate;
   std::string why;
   if (!read_certificate(answer, certificate, why)) return fail(std::string(answer_path) + ": " + why);
