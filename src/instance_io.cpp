@@ -128,6 +128,15 @@ Result<Reader::Real> Reader::real_value(const Token& t, const Field& name, std::
     return error_at(t, name.str() + " = " + quote_token(t.text) +
                            " is not a canonical decimal (expected -?(0|[1-9][0-9]*)(.[0-9]+)?, no '-0')");
   }
+  if (scanner_.strict()) {
+    const std::size_t point = t.text.find('.');
+    const std::size_t digits = point == std::string_view::npos ? 0 : t.text.size() - point - 1;
+    if (digits > limits_.max_fraction_digits) {
+      return error_at(t, name.str() + " = " + shown() + " has " + std::to_string(digits) +
+                             " digits after the point, at most " + std::to_string(limits_.max_fraction_digits) +
+                             " allowed");
+    }
+  }
   if (compare_magnitude(decimal.canonical, bound) > 0) {
     return error_at(t, name.str() + " = " + shown() + " exceeds " + limit_text(bound));
   }

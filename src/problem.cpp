@@ -28,13 +28,14 @@ Limits default_limits(Problem problem) {
   switch (problem) {
     // AI006 statement: 1 <= n <= 80, 1 <= d <= 16, |x| <= 1000 (scaled scores reach 4e6).
     case Problem::ai006:
-      return {80, 80, 16, 1, 1, 4, "1000", "1000"};
+      return {80, 80, 16, 1, 1, 4, "1000", "1000", 10};
     // AI031 statement: 1 <= n <= 40, 1 <= d <= 16, h | d, |Q|,|K| <= 8, |V| <= 1000.
     case Problem::ai031:
-      return {40, 40, 16, 16, 1, 2, "8", "1000"};
-    // general: judge-sized by default; every bound is a flag.
+      return {40, 40, 16, 16, 1, 2, "8", "1000", 10};
+    // general: judge-sized by default; every bound is a flag (fraction digits: decimals + 2, the
+    // boundary values' digits).
     case Problem::general:
-      return {256, 256, 64, 64, 16, 12, "1000", "1000"};
+      return {256, 256, 64, 64, 16, 12, "1000", "1000", 14};
   }
   return {};
 }

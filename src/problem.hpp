@@ -39,6 +39,9 @@ struct Limits {
   int max_decimals = 0;       ///< output decimals (general)
   std::string max_abs_qk;     ///< |Q|, |K| (and X) bound, canonical decimal
   std::string max_abs_v;      ///< |V| bound, canonical decimal
+  /// Strict inputs: at most this many digits after a real's point (trailing zeros count: a
+  /// padded decimal beyond it is not the input the statement describes).
+  std::size_t max_fraction_digits = 10;
 };
 
 /// The defaults the problem statements give (README, "Problems").

@@ -203,13 +203,26 @@ INSTANTIATE_TEST_SUITE_P(
         StrictCase{"BarePoint", "1 1\n1.\n1\n1\n", 2, 1}, StrictCase{"NoInteger", "1 1\n.5\n1\n1\n", 2, 1},
         StrictCase{"Exponent", "1 1\n1e2\n1\n1\n", 2, 1}, StrictCase{"NegativeZero", "1 1\n-0\n1\n1\n", 2, 1},
         StrictCase{"NegativeZeroFraction", "1 1\n1\n-0.000\n1\n", 3, 1},
-        StrictCase{"HeaderLeadingZero", "01 1\n1\n1\n1\n", 1, 1}, StrictCase{"HeaderPlus", "+1 1\n1\n1\n1\n", 1, 1}),
+        StrictCase{"HeaderLeadingZero", "01 1\n1\n1\n1\n", 1, 1}, StrictCase{"HeaderPlus", "+1 1\n1\n1\n1\n", 1, 1},
+        // problemtools pads every decimal with ten zeros: beyond the 10 digits the grammar allows.
+        StrictCase{"ElevenFractionDigits", "1 1\n1\n0.50000000000\n1\n", 3, 1}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Validator, AcceptsCanonicalInputAndTrailingZeros) {
   const auto result = strict("2 1\n-1.50\n0\n0.25\n1000\n-1000\n3\n");
   ASSERT_TRUE(result.ok()) << result.error().to_string();
   EXPECT_EQ(result.value(), lenient("2 1\n-1.5 0 .25 1e3 -1000 3").value());
+}
+
+TEST(Validator, TakesTenDigitsAfterThePointAndSaysTheLimit) {
+  EXPECT_TRUE(strict("1 1\n1\n0.5000000000\n1\n").ok());
+  const auto eleven = strict("1 1\n1\n0.50000000000\n1\n");
+  ASSERT_FALSE(eleven.ok());
+  EXPECT_NE(eleven.error().to_string().find("has 11 digits after the point, at most 10 allowed"), std::string::npos)
+      << eleven.error().to_string();
+  Limits wide = default_limits(Problem::ai006);
+  wide.max_fraction_digits = 11;
+  EXPECT_TRUE(read_instance("1 1\n1\n0.50000000000\n1\n", Problem::ai006, wide, Strictness::strict).ok());
 }
 
 TEST(Writer, RoundTripsEveryProblemStrictly) {

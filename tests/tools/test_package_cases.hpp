@@ -186,6 +186,8 @@ inline std::vector<std::string> broken_inputs(const std::string& valid) {
   out.push_back(replaced("1", "01"));                                // leading zero
   out.push_back(replaced("1", "1."));                                // bare point
   out.push_back(replaced("1", "1.000"));                             // trailing zeros: valid
+  out.push_back(replaced("1", "1.0000000000"));                      // 10 digits after the point: valid
+  out.push_back(replaced("1", "1.00000000000"));                     // 11: beyond the limit (problemtools' padding)
   out.push_back(replaced("0", "-0"));                                // negative zero
   out.push_back(replaced("1", "1000.0001"));                         // just over |x| <= 1000
   out.push_back(replaced("1", "0." + std::string(305, '0') + "1"));  // below 1e-300

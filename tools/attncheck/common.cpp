@@ -1,5 +1,6 @@
 #include "common.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -25,6 +26,10 @@ void add_problem_options(CLI::App& command, ProblemOptions& options) {
   command.add_option("--max-abs", options.max_abs, "bound on every |Q|, |K|, |V| (sets both below)")->group(limits);
   command.add_option("--max-abs-qk", options.max_abs_qk, "bound on |Q|, |K| (ai006 1000, ai031 8)")->group(limits);
   command.add_option("--max-abs-v", options.max_abs_v, "bound on |V| (1000)")->group(limits);
+  command
+      .add_option("--max-fraction-digits", options.max_fraction_digits,
+                  "strict inputs: most digits after a real's point (10; general: max-decimals + 2, at least 10)")
+      ->group(limits);
 }
 
 namespace {
@@ -79,6 +84,14 @@ Result<ProblemSetup, Error> resolve_problem(const ProblemOptions& options) {
       return Error{"--max-decimals must be between 0 and " + std::to_string(kMaxDecimals)};
     }
     limits.max_decimals = *options.max_decimals;
+    if (*problem == Problem::general)
+      limits.max_fraction_digits = std::max<std::size_t>(10, static_cast<std::size_t>(limits.max_decimals) + 2);
+  }
+  if (options.max_fraction_digits) {
+    if (*options.max_fraction_digits < 1 || *options.max_fraction_digits > 400) {
+      return Error{"--max-fraction-digits must be between 1 and 400"};
+    }
+    limits.max_fraction_digits = *options.max_fraction_digits;
   }
   return ProblemSetup{*problem, limits};
 }

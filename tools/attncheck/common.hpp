@@ -27,6 +27,7 @@ struct ProblemOptions {
   std::string problem;
   std::optional<std::size_t> max_n, max_m, max_d, max_heads, max_batch;
   std::optional<int> max_decimals;
+  std::optional<std::size_t> max_fraction_digits;
   std::optional<std::string> max_abs, max_abs_qk, max_abs_v;
 };
 

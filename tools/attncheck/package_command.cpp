@@ -88,6 +88,8 @@ std::string validator_source(const ProblemSetup& setup, bool kattis) {
                            "constexpr std::size_t kMaxDecimals = " +
                            size(static_cast<std::size_t>(limits.max_decimals)) +
                            ";\n"
+                           "constexpr std::size_t kMaxFractionDigits = " +
+                           size(limits.max_fraction_digits) + ";  // digits after a real's point\n"
                            "constexpr const char* kMaxAbsQK = \"" +
                            limits.max_abs_qk +
                            "\";\n"

@@ -24,6 +24,7 @@ namespace settings {
 constexpr const char* kProblem = "ai006";  // ai006 | ai031 | general
 constexpr std::size_t kMaxN = 80, kMaxM = 80, kMaxD = 16, kMaxHeads = 1, kMaxBatch = 1;
 constexpr std::size_t kMaxDecimals = 4;
+constexpr std::size_t kMaxFractionDigits = 10;  // digits after a real's point
 constexpr const char* kMaxAbsQK = "1000";  // bound on |Q|, |K| (and X), a canonical decimal
 constexpr const char* kMaxAbsV = "1000";   // bound on |V|
 constexpr bool kKattis = false;            // default exit codes: Kattis 42/43, else testlib 0/1
@@ -359,6 +360,12 @@ class Reader {
     if (!is_strict_decimal(t.text)) {
       error_at(t, name.str() + " = " + quote_token(t.text) +
                       " is not a canonical decimal (expected -?(0|[1-9][0-9]*)(.[0-9]+)?, no '-0')");
+    }
+    const std::size_t point = t.text.find('.');
+    const std::size_t digits = point == std::string_view::npos ? 0 : t.text.size() - point - 1;
+    if (digits > settings::kMaxFractionDigits) {
+      error_at(t, name.str() + " = " + shown + " has " + std::to_string(digits) + " digits after the point, at most " +
+                      std::to_string(settings::kMaxFractionDigits) + " allowed");
     }
     if (compare_magnitude(decimal.canonical, bound) > 0) error_at(t, name.str() + " = " + shown + " exceeds " + limit);
     return decimal.canonical;
