@@ -12,12 +12,17 @@ def main():
     V = [values[(2 * n + i) * d:(2 * n + i + 1) * d] for i in range(n)]
     scale = math.sqrt(d)
     for i in range(n):
-        scores = [sum(a * b for a, b in zip(Q[i], K[j])) / scale for j in range(i + 1)]
+        seen = range(VISIBLE_END(i, n))
+        scores = [sum(a * b for a, b in zip(Q[i], K[j])) / scale for j in seen]
         top = SHIFT(scores)
         exps = [math.exp(s - top) for s in scores]
         total = sum(exps)
-        row = [sum(exps[j] / total * V[j][c] for j in range(i + 1)) for c in range(d)]
+        row = [sum(exps[k] / total * V[j][c] for k, j in enumerate(seen)) for c in range(d)]
         print(" ".join(FORMAT(x) for x in row))
+
+
+def VISIBLE_END(i, n):
+    return i + 1
 
 
 def SHIFT(scores):

@@ -27,8 +27,8 @@ def main():
             exps = [math.exp(s - top) for s in scores]
             total = sum(exps)
             for e, j in zip(exps, visible):
-                for c in cols:
-                    out[i][c] += e / total * V[j][c]
+                for c, c_out in zip(cols, OUTPUT_COLUMNS(g, h, hd)):
+                    out[i][c_out] += e / total * V[j][c]
     for row in out:
         print(" ".join(FORMAT(x) for x in row))
 
@@ -42,6 +42,10 @@ def ALL_MASKED(n):
 
 
 def HEAD_COLUMNS(g, h, hd):
+    return range(g * hd, (g + 1) * hd)
+
+
+def OUTPUT_COLUMNS(g, h, hd):
     return range(g * hd, (g + 1) * hd)
 
 

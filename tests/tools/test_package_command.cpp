@@ -84,7 +84,8 @@ std::map<std::string, Portable> build_portable(const TempDir& dir, const std::ma
   for (const auto& [problem, args] : problems) {
     Portable& tools = out[problem];
     tools = {dir.path() + "/" + problem, dir.path() + "/check-" + problem, dir.path() + "/validate-" + problem};
-    const auto packaged = run_attncheck("package --problem " + problem + " --out " + tools.package + " " + args, "");
+    const auto packaged =
+        run_attncheck("package --no-submissions --problem " + problem + " --out " + tools.package + " " + args, "");
     EXPECT_EQ(packaged.status, 0) << packaged.err;
     compile += checker ? "g++ -std=c++17 -O2 " + tools.package + "/output_validators/check.cpp -o " + tools.check
                        : "g++ -std=c++17 -O2 " + tools.package + "/input_validators/validate.cpp -o " + tools.validate;
@@ -100,7 +101,7 @@ TEST(PackageCommand, IcpcAndPolygonLayoutsCertify) {
   TempDir dir;
   for (const std::string problem : {"ai006", "ai031"}) {
     const std::string icpc = dir.path() + "/" + problem + "-icpc", polygon = dir.path() + "/" + problem + "-polygon";
-    const auto made = run_attncheck("package --problem " + problem + " --out " + icpc + " --tests 3 --seed 5", "");
+    const auto made = run_attncheck("package --no-submissions --problem " + problem + " --out " + icpc + " --tests 3 --seed 5", "");
     ASSERT_EQ(made.status, 0) << made.err;
     EXPECT_NE(made.out.find("5 tests (2 samples)"), std::string::npos) << made.out;
     EXPECT_NE(slurp(icpc + "/problem.yaml").find("validation: custom"), std::string::npos);
@@ -169,8 +170,8 @@ TEST(PackageCommand, RefusalsAndHelp) {
   EXPECT_EQ(refused.status, 1);
   EXPECT_NE(refused.err.find("not empty"), std::string::npos) << refused.err;
   const std::string again = dir.path() + "/pkg";
-  ASSERT_EQ(run_attncheck("package --problem ai031 --tests 4 --out " + again, "").status, 0);
-  ASSERT_EQ(run_attncheck("package --problem ai031 --tests 1 --out " + again, "").status, 0);
+  ASSERT_EQ(run_attncheck("package --problem ai031 --tests 4 --no-submissions --out " + again, "").status, 0);
+  ASSERT_EQ(run_attncheck("package --problem ai031 --tests 1 --no-submissions --out " + again, "").status, 0);
   EXPECT_FALSE(fs::exists(again + "/data/secret/004-random-4.in"));  // the earlier tests are gone
   // --tests 0 packages the user's tests alone, each strict-valid.
   EXPECT_NE(
@@ -180,7 +181,8 @@ TEST(PackageCommand, RefusalsAndHelp) {
   fs::create_directory(mine);
   write(mine + "/one.in", "1 1 1\n1\n1\n-0.005\n1\n");
   const std::string own = dir.path() + "/own";
-  const auto packaged = run_attncheck("package --problem ai031 --tests 0 --add-tests " + mine + " --out " + own, "");
+  const auto packaged =
+      run_attncheck("package --problem ai031 --no-submissions --tests 0 --add-tests " + mine + " --out " + own, "");
   ASSERT_EQ(packaged.status, 0) << packaged.err;
   EXPECT_EQ(slurp(own + "/data/secret/one.ans"),
             "0.00\n# attncheck-certificate v1 problem=ai031 rows=1 cols=1 decimals=2 ambiguous=1\n"
@@ -198,7 +200,7 @@ TEST(PackageCommand, RefusalsAndHelp) {
 TEST(PackageCommand, RegenerationKeepsTheSettersWork) {
   TempDir dir;
   const std::string pkg = dir.path() + "/pkg";
-  ASSERT_EQ(run_attncheck("package --problem ai006 --out " + pkg + " --tests 4 --seed 1", "").status, 0);
+  ASSERT_EQ(run_attncheck("package --problem ai006 --out " + pkg + " --tests 4 --seed 1 --no-submissions", "").status, 0);
   const std::map<std::string, std::string> added = {
       {"data/secret/testdata.yaml", "output_validator_flags: float_tolerance 1e-6\n"},
       {"data/sample/zz-mine.in", slurp(pkg + "/data/sample/lesson-sample2.in")},
@@ -212,7 +214,7 @@ TEST(PackageCommand, RegenerationKeepsTheSettersWork) {
   const std::string edited = slurp(changed_answer);
   write(pkg + "/problem.yaml", slurp(pkg + "/problem.yaml") + "uuid: 0d3f7a9e-1b2c-4d5e-8f90-123456789abc\n"
                                                              "license: cc by-sa\nname: The attention problem\n");
-  const auto again = run_attncheck("package --problem ai006 --out " + pkg + " --tests 2 --seed 1", "");
+  const auto again = run_attncheck("package --problem ai006 --out " + pkg + " --tests 2 --seed 1 --no-submissions", "");
   ASSERT_EQ(again.status, 0) << again.err;
   for (const auto& [path, text] : added) {
     EXPECT_EQ(slurp(pkg + "/" + path), text) << path;
@@ -228,13 +230,39 @@ TEST(PackageCommand, RegenerationKeepsTheSettersWork) {
   EXPECT_FALSE(fs::exists(pkg + "/data/secret/004-random-4.in"));  // attncheck's, unchanged: gone with --tests 2
   EXPECT_TRUE(fs::exists(pkg + "/data/secret/002-edge-2.ans"));
   // --force: the changed answer is attncheck's again; the setter's own files stay.
-  const auto forced = run_attncheck("package --problem ai006 --out " + pkg + " --tests 2 --seed 1 --force", "");
+  const auto forced =
+      run_attncheck("package --problem ai006 --out " + pkg + " --tests 2 --seed 1 --force --no-submissions", "");
   ASSERT_EQ(forced.status, 0) << forced.err;
   EXPECT_EQ(slurp(changed_answer).find("% setter's comment"), std::string::npos);
   for (const auto& [path, text] : added) EXPECT_EQ(slurp(pkg + "/" + path), text) << path;
   EXPECT_NE(slurp(pkg + "/problem.yaml").find("uuid: 0d3f7a9e"), std::string::npos);
   // The package still certifies.
   EXPECT_EQ(run_attncheck("certify --problem ai006 " + pkg, "").status, 0);
+}
+
+// submissions/: the reference solutions accepted, each wrong solution of the lesson under the
+// verdict a judge gives it on the packaged tests (found by running it), the catching test named.
+TEST(PackageCommand, SubmissionsAreFiledByTheVerdictTheyGet) {
+  TempDir dir;
+  const std::string pkg = dir.path() + "/ai006";
+  const auto made = run_attncheck("package --problem ai006 --out " + pkg + " --tests 3 --seed 1", "");
+  ASSERT_EQ(made.status, 0) << made.err;
+  for (const char* file : {"submissions/accepted/reference.cpp", "submissions/accepted/reference.py",
+                           "submissions/wrong_answer/causal_off_by_one.py", "submissions/wrong_answer/double_rounding.py",
+                           "submissions/run_time_error/no_max_subtraction.py"}) {
+    EXPECT_TRUE(fs::exists(pkg + "/" + file)) << file << "\n" << made.out;
+  }
+  EXPECT_NE(made.out.find("submissions/wrong_answer/causal_off_by_one.py: caught by sample/lesson-3x2-causal"),
+            std::string::npos)
+      << made.out;
+  // A wrong solution is one program (no import of the reference), runnable as it stands.
+  const std::string wrong = slurp(pkg + "/submissions/wrong_answer/double_rounding.py");
+  EXPECT_EQ(wrong.find("import ai006_reference"), std::string::npos);
+  EXPECT_NE(wrong.find("FORMAT = double_round"), std::string::npos);
+  // --no-submissions leaves the folder out.
+  const std::string bare = dir.path() + "/bare";
+  ASSERT_EQ(run_attncheck("package --problem ai031 --out " + bare + " --tests 1 --no-submissions", "").status, 0);
+  EXPECT_FALSE(fs::exists(bare + "/submissions"));
 }
 
 // Tallies a run of comparisons and prints it.

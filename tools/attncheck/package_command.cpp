@@ -1,5 +1,7 @@
 // attncheck package: a complete, self-contained judge package (Kattis/ICPC problem package or
 // Polygon) with certified answers and the portable checker and validator (tools/portable/).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "campaign/generators.hpp"
+#include "campaign/process.hpp"
 #include "common.hpp"
 #include "instance_io.hpp"
 #include "judge/checker.hpp"
@@ -33,6 +36,7 @@ struct PackageFlags {
   std::uint64_t seed = 1;
   std::string add_tests;
   bool force = false;
+  bool submissions = true;
 };
 
 // One test of the package, before it is written.
@@ -159,6 +163,105 @@ Result<std::vector<PackageTest>, Error> collect_tests(const PackageFlags& flags,
   return tests;
 }
 
+// A wrong solution of tests/solutions as one self-contained program: the reference with its main
+// guard cut, then the wrong one's patches of the reference's hooks (`ref.X = ...` becomes `X = ...`).
+std::string standalone(std::string_view reference, std::string_view wrong, const std::string& problem) {
+  std::string text = "#!/usr/bin/env python3\n" + std::string(reference.substr(0, reference.find("\nif __name__")));
+  text += "\n\n";
+  const std::string import = "import " + problem + "_reference as ref";
+  for (std::size_t at = 0; at < wrong.size();) {
+    const std::size_t end = std::min(wrong.find('\n', at), wrong.size());
+    std::string line(wrong.substr(at, end - at));
+    at = end + 1;
+    if (line == import) continue;
+    for (std::size_t ref = line.find("ref."); ref != std::string::npos; ref = line.find("ref.", ref))
+      line.erase(ref, 4);
+    text += line + "\n";
+  }
+  return text;
+}
+
+// How a solution program fares on the package's tests, in the order a judge runs them (samples,
+// then secret, by name): the first test it fails and how, or "" when it passes every one.
+struct Judged {
+  std::string verdict;  ///< "" accepted, else wrong_answer, run_time_error or time_limit_exceeded
+  std::string test, detail;
+};
+
+Judged judge_program(const std::string& command, const std::vector<PackageTest>& tests,
+                     const std::vector<verify::Certificate>& certificates) {
+  std::vector<std::size_t> order(tests.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (tests[a].sample != tests[b].sample) return tests[a].sample;
+    return tests[a].name < tests[b].name;
+  });
+  constexpr double kSeconds = 20;
+  for (const std::size_t k : order) {
+    const verify::ProcessResult run = verify::run_process(command, tests[k].input, kSeconds);
+    const std::string where = std::string(tests[k].sample ? "sample/" : "secret/") + tests[k].name;
+    if (run.end == verify::ProcessEnd::timed_out) return {"time_limit_exceeded", where, verify::describe(run, kSeconds)};
+    if (run.end != verify::ProcessEnd::exited || run.status != 0)
+      return {"run_time_error", where, verify::describe(run, kSeconds)};
+    const verify::Verdict verdict = verify::check_output(certificates[k], run.output);
+    if (verdict.kind == verify::VerdictKind::wrong_answer || verdict.kind == verify::VerdictKind::presentation_error)
+      return {"wrong_answer", where, verdict.message};
+  }
+  return {};
+}
+
+// submissions/: the reference solutions as accepted (C++17 and Python), and each wrong solution of
+// the lesson in the folder of the verdict a judge gives it, checked by running it (python3) on
+// every packaged test; one that no test catches is left out. What happened is printed.
+void add_submissions(const std::string& problem, const std::vector<PackageTest>& tests,
+                     const std::vector<verify::Certificate>& certificates, std::map<std::string, std::string>& files) {
+  std::string reference_py;
+  for (const embedded::Solution& solution : embedded::kSolutions) {
+    if (solution.problem != problem) continue;
+    if (solution.name == "reference.py") reference_py = std::string(solution.source);
+    if (solution.name == "reference.cpp") files.emplace("submissions/accepted/reference.cpp", solution.source);
+  }
+  const fs::path scratch = fs::temp_directory_path() / ("attncheck-package-" + std::to_string(::getpid()));
+  std::error_code error;
+  fs::create_directories(scratch, error);
+  const bool python = !error && verify::run_process("python3 -c pass", "", 20).status == 0 &&
+                      verify::run_process("python3 -c pass", "", 20).end == verify::ProcessEnd::exited;
+  if (!python) {
+    std::printf("package: submissions: python3 not found, so the Python solutions cannot be checked: only "
+                "submissions/accepted/reference.cpp is written\n");
+    fs::remove_all(scratch, error);
+    return;
+  }
+  const auto judged = [&](const std::string& name, const std::string& source) {
+    const fs::path path = scratch / name;
+    if (auto written = write_file(path.string(), source); !written) return Judged{"error", "", written.error().message};
+    return judge_program("python3 '" + path.string() + "'", tests, certificates);
+  };
+  const std::string accepted = "#!/usr/bin/env python3\n" + reference_py;
+  if (const Judged j = judged("reference.py", accepted); j.verdict.empty()) {
+    files.emplace("submissions/accepted/reference.py", accepted);
+  } else {
+    std::printf("package: submissions: reference.py left out: %s on %s (%s)\n", j.verdict.c_str(), j.test.c_str(),
+                j.detail.c_str());
+  }
+  for (const embedded::Solution& solution : embedded::kSolutions) {
+    if (solution.problem != problem || solution.name.rfind("reference", 0) == 0) continue;
+    const std::string name(solution.name);
+    const std::string source = standalone(reference_py, solution.source, problem);
+    const Judged j = judged(name, source);
+    if (j.verdict.empty()) {
+      std::printf("package: submissions: %s left out: no packaged test catches it (more --tests may)\n", name.c_str());
+    } else if (j.verdict == "error") {
+      std::printf("package: submissions: %s left out: %s\n", name.c_str(), j.detail.c_str());
+    } else {
+      files.emplace("submissions/" + j.verdict + "/" + name, source);
+      std::printf("package: submissions/%s/%s: caught by %s (%s)\n", j.verdict.c_str(), name.c_str(), j.test.c_str(),
+                  j.detail.substr(0, 100).c_str());
+    }
+  }
+  fs::remove_all(scratch, error);
+}
+
 // An empty or new --out (created), or an earlier package there: the marker's text ("" when new).
 Result<std::string, Error> prepare_out(const fs::path& out) {
   std::error_code error;
@@ -233,9 +336,11 @@ int run_package(const PackageFlags& flags) {
     files.emplace("validator.cpp", validator_source(*setup, false));
   }
   SampleCertificates sample_certificates;
+  std::vector<verify::Certificate> certificates;
   std::size_t samples = 0, ambiguous_tests = 0, index = 0;
   for (const PackageTest& test : *tests) {
-    const verify::Certificate certificate = verify::certify(test.instance, {}, verify::Weights::skip);
+    const verify::Certificate& certificate =
+        certificates.emplace_back(verify::certify(test.instance, {}, verify::Weights::skip));
     std::size_t ambiguous = 0;
     for (const auto& cell : certificate.cells) ambiguous += cell.ambiguous ? 1 : 0;
     ambiguous_tests += ambiguous > 0 ? 1 : 0;
@@ -258,6 +363,7 @@ int run_package(const PackageFlags& flags) {
     }
   }
   files.emplace(icpc ? "output_validators/check.cpp" : "check.cpp", checker_source(setup->problem, sample_certificates));
+  if (icpc && flags.submissions && setup->problem != Problem::general) add_submissions(problem, *tests, certificates, files);
   auto report = write_package(out.string(), files, read_manifest(*earlier), flags.force, kMarkerName, merged);
   if (!report) return fail(report.error(), 1);
   const std::string marker = marker_text(flags, setup->problem, icpc) + manifest_text(report->manifest) +
@@ -290,12 +396,17 @@ void register_package(CLI::App& app, Commands& commands) {
       ->capture_default_str();
   command->add_option("--seed,-s", flags->seed, "test k uses seed + k")->capture_default_str();
   command->add_option("--add-tests", flags->add_tests, "also package every X.in of this folder (strict-valid)");
+  command->add_flag("!--no-submissions", flags->submissions,
+                    "icpc: leave out submissions/ (the reference solutions and the lesson's wrong ones)");
   command->add_flag("--force", flags->force,
                     "on an earlier package, also replace files you changed (they are listed); files you added "
                     "stay");
   command->footer(
       "icpc:    problem.yaml (validation: custom), data/sample/ (the lesson's examples), data/secret/,\n"
-      "         input_validators/validate.cpp (exit 42/43), output_validators/check.cpp (42/43)\n"
+      "         input_validators/validate.cpp (exit 42/43), output_validators/check.cpp (42/43),\n"
+      "         submissions/ (ai006, ai031: accepted/reference.cpp and .py; the lesson's wrong\n"
+      "         solutions, each run with python3 on every test and filed under the verdict it gets:\n"
+      "         wrong_answer/, run_time_error/; one no test catches is left out)\n"
       "polygon: tests/NN with answers tests/NN.a, validator.cpp (exit 0/1), check.cpp (testlib's\n"
       "         `check INPUT OUTPUT ANSWER`, exit 0 OK, 1 WA, 2 PE, 3 FAIL)\n"
       "Every answer is certified by the oracle and carries a certificate section (README, \"Judge\n"

@@ -1,5 +1,6 @@
-# Writes OUTPUT, a header holding the portable checker and validator sources and the bundled sample
-# inputs as raw string literals, so `attncheck package` carries them inside the binary.
+# Writes OUTPUT, a header holding the portable checker and validator sources, the bundled sample
+# inputs and the solution programs as raw string literals, so `attncheck package` carries them
+# inside the binary.
 # cmake -DSOURCE_DIR=<repo> -DOUTPUT=<header> -P embed.cmake
 set(delimiter "attncheck_src")  # a raw string delimiter has at most 16 characters
 function(raw_literal path out)
@@ -22,6 +23,20 @@ foreach(problem ai006 ai031 general)
     raw_literal(${input} text)
     string(APPEND samples "    {\"${problem}\", \"${name}\", ${text}},\n")
   endforeach()
+endforeach()
+
+# The lesson's reference solutions and its wrong ones (tests/solutions: PROBLEM_NAME.py|.cpp): a
+# package's submissions/.
+set(solutions "")
+file(GLOB programs ${SOURCE_DIR}/tests/solutions/*.py ${SOURCE_DIR}/tests/solutions/*.cpp)
+list(SORT programs)
+foreach(program ${programs})
+  get_filename_component(file ${program} NAME)
+  string(REGEX MATCH "^(ai006|ai031)_(.*)$" matched ${file})
+  if(matched)
+    raw_literal(${program} text)
+    string(APPEND solutions "    {\"${CMAKE_MATCH_1}\", \"${CMAKE_MATCH_2}\", ${text}},\n")
+  endif()
 endforeach()
 
 file(WRITE ${OUTPUT}.tmp
@@ -47,6 +62,17 @@ struct Sample {
 
 inline constexpr Sample kSamples[] = {
 ${samples}};
+
+/// A solution program of tests/solutions: `name` is the file name after \"PROBLEM_\" (reference.py,
+/// reference.cpp, or a wrong one such as double_rounding.py, which patches reference.py's hooks).
+struct Solution {
+  std::string_view problem;
+  std::string_view name;
+  std::string_view source;
+};
+
+inline constexpr Solution kSolutions[] = {
+${solutions}};
 
 }  // namespace attn::cli::embedded
 ")
