@@ -265,6 +265,44 @@ TEST(PackageCommand, SubmissionsAreFiledByTheVerdictTheyGet) {
   EXPECT_FALSE(fs::exists(bare + "/submissions"));
 }
 
+// The two icpc formats: legacy (problem_statement/problem.en.tex, output_validators/, validation:
+// custom) and 2023-07 (statement/problem.en.md, output_validator/, a uuid that survives
+// regeneration, license and credits from the flags); a license other than unknown or public
+// domain needs an author, the rights owner.
+TEST(PackageCommand, LegacyAnd2023FormatsWithStatementAndLicense) {
+  TempDir dir;
+  const std::string legacy = dir.path() + "/legacy", modern = dir.path() + "/modern";
+  ASSERT_EQ(run_attncheck("package --no-submissions --problem ai031 --out " + legacy +
+                              " --tests 2 --license 'cc by-sa' --author 'A. Setter'",
+                          "")
+                .status,
+            0);
+  const std::string tex = slurp(legacy + "/problem_statement/problem.en.tex");
+  EXPECT_EQ(tex.rfind("\\problemname{Masked Multi-Head Attention}", 0), 0u) << tex;
+  EXPECT_NE(tex.find("\\sqrt{d/h}"), std::string::npos);
+  EXPECT_NE(tex.find("at most 10 digits after the point"), std::string::npos);
+  const std::string yaml = slurp(legacy + "/problem.yaml");
+  EXPECT_NE(yaml.find("validation: custom\nlicense: cc by-sa\nauthor: A. Setter\n"), std::string::npos) << yaml;
+  EXPECT_TRUE(fs::exists(legacy + "/output_validators/check.cpp"));
+
+  const std::string flags = " --tests 2 --format icpc-2023 --license 'cc by' --author 'A. Setter' --no-submissions";
+  ASSERT_EQ(run_attncheck("package --problem ai006 --out " + modern + flags, "").status, 0);
+  const std::string first = slurp(modern + "/problem.yaml");
+  EXPECT_NE(first.find("problem_format_version: 2023-07\nname: Causal Attention\nuuid: "), std::string::npos) << first;
+  EXPECT_EQ(first.find("validation:"), std::string::npos) << first;  // 2023-07 has no such key
+  EXPECT_NE(first.find("credits: A. Setter\nrights_owner: A. Setter\n"), std::string::npos) << first;
+  EXPECT_TRUE(fs::exists(modern + "/output_validator/check.cpp"));
+  EXPECT_FALSE(fs::exists(modern + "/output_validators"));
+  EXPECT_NE(slurp(modern + "/statement/problem.en.md").find("## Input"), std::string::npos);
+  ASSERT_EQ(run_attncheck("package --problem ai006 --out " + modern + flags, "").status, 0);
+  EXPECT_EQ(slurp(modern + "/problem.yaml"), first);  // the same uuid
+  EXPECT_EQ(run_attncheck("certify --problem ai006 " + modern, "").status, 0);
+
+  const auto ownerless = run_attncheck("package --problem ai006 --out " + dir.path() + "/x --license cc0", "");
+  EXPECT_EQ(ownerless.status, 1);
+  EXPECT_NE(ownerless.err.find("--license 'cc0' needs --author"), std::string::npos) << ownerless.err;
+}
+
 // Tallies a run of comparisons and prints it.
 struct Tally {
   const char* what;

@@ -154,7 +154,7 @@ struct TestFile {
 struct TestDirectory {
   std::vector<TestFile> tests;
   bool package = false;
-  /// icpc packages: the samples' certificate sections kept in output_validators/check.cpp (their
+  /// icpc packages: the samples' certificate sections kept in output_validator(s)/check.cpp (their
   /// answer files are shown to contestants), by the FNV-1a 64 hash of the sample input.
   std::map<std::string, std::string> sample_sections;
 };
@@ -204,8 +204,9 @@ Result<TestDirectory, Error> list_tests(const fs::path& directory) {
     }
   }
   if (error) return Error{"cannot list '" + directory.string() + "': " + error.message()};
-  if (icpc && fs::exists(directory / "output_validators" / "check.cpp", error)) {
-    auto checker = read_input((directory / "output_validators" / "check.cpp").string());
+  for (const char* folder : {"output_validators", "output_validator"}) {  // legacy, 2023-07
+    if (!icpc || !fs::exists(directory / folder / "check.cpp", error)) continue;
+    auto checker = read_input((directory / folder / "check.cpp").string());
     if (!checker) return checker.error();
     out.sample_sections = embedded_sections(*checker);
   }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "instance_io.hpp"
 #include "judge/checker.hpp"
 #include "package_files.hpp"
+#include "package_statement.hpp"
 #include "portable_sources.hpp"
 
 namespace attn::cli {
@@ -37,7 +39,41 @@ struct PackageFlags {
   std::string add_tests;
   bool force = false;
   bool submissions = true;
+  std::string license, author;
 };
+
+// problem.yaml's text for the format (icpc: legacy; icpc-2023: 2023-07), `uuid` kept when known.
+std::string problem_yaml(const PackageFlags& flags, Problem problem, const std::string& uuid) {
+  std::string text = "# Written by attncheck package; see " + std::string(kMarkerName) + ".\n";
+  const bool needs_owner = !flags.license.empty() && flags.license != "unknown" && flags.license != "public domain";
+  if (flags.format == "icpc-2023") {
+    text += "problem_format_version: 2023-07\nname: " + display_name(problem) + "\nuuid: " + uuid +
+            "\ntype: pass-fail\n";
+    if (!flags.license.empty()) text += "license: " + flags.license + "\n";
+    if (!flags.author.empty()) text += "credits: " + flags.author + "\n";
+    if (needs_owner) text += "rights_owner: " + flags.author + "\n";
+  } else {
+    text += "name: " + display_name(problem) + "\nvalidation: custom\n";
+    if (!flags.license.empty()) text += "license: " + flags.license + "\n";
+    if (!flags.author.empty()) text += "author: " + flags.author + "\n";
+  }
+  return text;
+}
+
+// A random (version 4) UUID, as 2023-07's problem.yaml needs one.
+std::string random_uuid() {
+  std::random_device device;
+  std::mt19937_64 random((static_cast<std::uint64_t>(device()) << 32) ^ device());
+  std::uint64_t high = random(), low = random();
+  high = (high & ~0xf000ull) | 0x4000ull;                     // version 4
+  low = (low & ~(0xc000ull << 48)) | (0x8000ull << 48);        // variant 10
+  char text[40];
+  std::snprintf(text, sizeof text, "%08llx-%04llx-%04llx-%04llx-%012llx",
+                static_cast<unsigned long long>(high >> 32), static_cast<unsigned long long>((high >> 16) & 0xffff),
+                static_cast<unsigned long long>(high & 0xffff), static_cast<unsigned long long>(low >> 48),
+                static_cast<unsigned long long>(low & 0xffffffffffffull));
+  return text;
+}
 
 // One test of the package, before it is written.
 struct PackageTest {
@@ -289,7 +325,8 @@ std::string marker_text(const PackageFlags& flags, Problem problem, bool icpc) {
       "Sample answers, which contestants see, hold the canonical answer alone: their sections are in\n"
       "the checker's settings block, keyed by a hash of the sample's input.\n"
       "The checker and the validator are single C++17 files using only the standard library:\n";
-  text += icpc ? "  g++ -std=c++17 -O2 output_validators/check.cpp -o check\n"
+  text += icpc ? "  g++ -std=c++17 -O2 " + std::string(flags.format == "icpc" ? "output_validators" : "output_validator") +
+                     "/check.cpp -o check\n"
                  "  check INPUT ANSWER FEEDBACK_DIR < OUTPUT      exit 42 accepted, 43 rejected\n"
                  "  g++ -std=c++17 -O2 input_validators/validate.cpp -o validate\n"
                  "  validate < INPUT                              exit 42 valid, 43 invalid\n"
@@ -309,7 +346,9 @@ std::string marker_text(const PackageFlags& flags, Problem problem, bool icpc) {
 int run_package(const PackageFlags& flags) {
   const auto setup = resolve_problem(flags.problem);
   if (!setup) return fail(setup.error(), 1);
-  const bool icpc = flags.format == "icpc";
+  const bool icpc = flags.format != "polygon", legacy = flags.format == "icpc";
+  if (!flags.license.empty() && flags.license != "unknown" && flags.license != "public domain" && flags.author.empty())
+    return fail(Error{"--license '" + flags.license + "' needs --author (the rights owner)"}, 1);
   auto tests = collect_tests(flags, *setup);
   if (!tests) return fail(tests.error(), 1);
   const fs::path out(flags.out);
@@ -320,18 +359,28 @@ int run_package(const PackageFlags& flags) {
   std::map<std::string, std::string> files;
   std::set<std::string> merged;
   std::vector<std::string> yaml_kept;
-  const std::string yaml = "# Written by attncheck package; see " + std::string(kMarkerName) + ".\nname: " + problem +
-                           "\nvalidation: custom\n";
+  std::string existing_yaml;
+  if (std::error_code error; icpc && fs::is_regular_file(out / "problem.yaml", error)) {
+    auto existing = read_input((out / "problem.yaml").string());
+    if (!existing) return fail(existing.error(), 1);
+    existing_yaml = std::move(existing).value();
+  }
+  // 2023-07 needs a uuid that stays the problem's: the one it has, else the one written last, else new.
+  std::string uuid = yaml_top_level(existing_yaml)["uuid"];
+  if (uuid.empty()) uuid = read_yaml_record(*earlier)["uuid"];
+  if (uuid.empty()) uuid = random_uuid();
+  const std::string yaml = problem_yaml(flags, setup->problem, uuid);
   if (icpc) {
     std::string text = yaml;
-    if (std::error_code error; fs::is_regular_file(out / "problem.yaml", error)) {
-      auto existing = read_input((out / "problem.yaml").string());
-      if (!existing) return fail(existing.error(), 1);
-      text = merge_problem_yaml(*existing, yaml, read_yaml_record(*earlier), flags.force, yaml_kept);
+    if (!existing_yaml.empty()) {
+      text = merge_problem_yaml(existing_yaml, yaml, read_yaml_record(*earlier), flags.force, yaml_kept);
       merged.insert("problem.yaml");
     }
     files.emplace("problem.yaml", text);
     files.emplace("input_validators/validate.cpp", validator_source(*setup, true));
+    files.emplace(legacy ? "problem_statement/problem.en.tex" : "statement/problem.en.md",
+                  statement_text(setup->problem, setup->limits,
+                                 legacy ? StatementMarkup::latex : StatementMarkup::markdown));
   } else {
     files.emplace("validator.cpp", validator_source(*setup, false));
   }
@@ -362,7 +411,8 @@ int run_package(const PackageFlags& flags) {
       files.emplace(std::string(stem) + ".a", answer);
     }
   }
-  files.emplace(icpc ? "output_validators/check.cpp" : "check.cpp", checker_source(setup->problem, sample_certificates));
+  files.emplace(legacy ? "output_validators/check.cpp" : icpc ? "output_validator/check.cpp" : "check.cpp",
+                checker_source(setup->problem, sample_certificates));
   if (icpc && flags.submissions && setup->problem != Problem::general) add_submissions(problem, *tests, certificates, files);
   auto report = write_package(out.string(), files, read_manifest(*earlier), flags.force, kMarkerName, merged);
   if (!report) return fail(report.error(), 1);
@@ -388,14 +438,21 @@ void register_package(CLI::App& app, Commands& commands) {
       "package", "Write a self-contained judge package: tests, certified answers, checker, validator");
   add_problem_options(*command, flags->problem);
   command->add_option("--out,-o", flags->out, "the package folder (new, empty, or an earlier package)")->required();
-  command->add_option("--format", flags->format, "icpc (Kattis/DOMjudge problem package) | polygon (testlib)")
-      ->check(CLI::IsMember({"icpc", "polygon"}))
+  command
+      ->add_option("--format", flags->format,
+                   "icpc (Kattis/DOMjudge problem package, legacy format) | icpc-2023 (format 2023-07) | polygon "
+                   "(testlib)")
+      ->check(CLI::IsMember({"icpc", "icpc-2023", "polygon"}))
       ->capture_default_str();
   command->add_option("--tests,-n", flags->tests, "generated tests, cycling random, edge, max (0: --add-tests only)")
       ->check(CLI::Range(0, 10000))
       ->capture_default_str();
   command->add_option("--seed,-s", flags->seed, "test k uses seed + k")->capture_default_str();
   command->add_option("--add-tests", flags->add_tests, "also package every X.in of this folder (strict-valid)");
+  command->add_option("--license", flags->license, "icpc: problem.yaml's license")
+      ->check(CLI::IsMember({"unknown", "public domain", "cc0", "cc by", "cc by-sa", "educational", "permission"}));
+  command->add_option("--author", flags->author,
+                      "icpc: the author (legacy author:, 2023-07 credits:), also the rights owner a license needs");
   command->add_flag("!--no-submissions", flags->submissions,
                     "icpc: leave out submissions/ (the reference solutions and the lesson's wrong ones)");
   command->add_flag("--force", flags->force,
