@@ -236,8 +236,48 @@ TEST(PackageCommand, RegenerationKeepsTheSettersWork) {
   EXPECT_EQ(slurp(changed_answer).find("% setter's comment"), std::string::npos);
   for (const auto& [path, text] : added) EXPECT_EQ(slurp(pkg + "/" + path), text) << path;
   EXPECT_NE(slurp(pkg + "/problem.yaml").find("uuid: 0d3f7a9e"), std::string::npos);
+  EXPECT_NE(forced.out.find("replaced (--force): data/secret/001-random-1.ans"), std::string::npos) << forced.out;
   // The package still certifies.
   EXPECT_EQ(run_attncheck("certify --problem ai006 " + pkg, "").status, 0);
+
+  // Never through a symbolic link (a file or a folder of the package pointing elsewhere), never over
+  // a file the setter put at a path of attncheck's, not even with --force (review of the write).
+  const std::string victim = write(dir.path() + "/victim.txt", "PRECIOUS\n");
+  fs::remove(pkg + "/data/secret/001-random-1.ans");
+  fs::create_symlink(victim, pkg + "/data/secret/001-random-1.ans");
+  const std::string elsewhere = dir.path() + "/elsewhere";
+  fs::create_directory(elsewhere);
+  write(elsewhere + "/001-random-1.in", "MINE\n");
+  fs::rename(pkg + "/data/sample", dir.path() + "/old-sample");
+  fs::create_directory_symlink(elsewhere, pkg + "/data/sample");
+  const std::string own_path = pkg + "/data/secret/003-max-3.in";
+  write(own_path, "the setter's\n");
+  const auto linked = run_attncheck("package --problem ai006 --out " + pkg + " --tests 3 --seed 1 --force --no-submissions", "");
+  ASSERT_EQ(linked.status, 0) << linked.err;
+  EXPECT_EQ(slurp(victim), "PRECIOUS\n");
+  EXPECT_EQ(slurp(elsewhere + "/001-random-1.in"), "MINE\n");
+  EXPECT_EQ(std::distance(fs::directory_iterator(elsewhere), fs::directory_iterator{}), 1);
+  EXPECT_EQ(slurp(own_path), "the setter's\n");
+  EXPECT_NE(linked.out.find("kept: data/secret/001-random-1.ans (a symbolic link"), std::string::npos) << linked.out;
+  EXPECT_NE(linked.out.find("kept: data/secret/003-max-3.in (not written by attncheck"), std::string::npos) << linked.out;
+}
+
+// A test name with a space survives the record: regenerating replaces attncheck's own files of that
+// name and never takes a setter's file named like its first word for one of them.
+TEST(PackageCommand, RegenerationRecordsNamesWithSpaces) {
+  TempDir dir;
+  const std::string mine = dir.path() + "/mine", pkg = dir.path() + "/pkg";
+  fs::create_directory(mine);
+  write(mine + "/my test.in", "1 1 1\n1\n1\n-0.005\n1\n");
+  const std::string args = "package --problem ai031 --no-submissions --tests 0 --add-tests " + mine + " --out " + pkg;
+  ASSERT_EQ(run_attncheck(args, "").status, 0);
+  write(pkg + "/data/secret/my", "SETTER\n");
+  const auto again = run_attncheck(args + " --force", "");
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_EQ(slurp(pkg + "/data/secret/my"), "SETTER\n");
+  EXPECT_TRUE(fs::exists(pkg + "/data/secret/my test.ans"));
+  EXPECT_EQ(again.out.find("my test.in (not written"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("kept: data/secret/my (added by you)"), std::string::npos) << again.out;
 }
 
 // submissions/: the reference solutions accepted, each wrong solution of the lesson under the

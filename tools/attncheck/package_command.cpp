@@ -414,19 +414,24 @@ int run_package(const PackageFlags& flags) {
   files.emplace(legacy ? "output_validators/check.cpp" : icpc ? "output_validator/check.cpp" : "check.cpp",
                 checker_source(setup->problem, sample_certificates));
   if (icpc && flags.submissions && setup->problem != Problem::general) add_submissions(problem, *tests, certificates, files);
-  auto report = write_package(out.string(), files, read_manifest(*earlier), flags.force, kMarkerName, merged);
-  if (!report) return fail(report.error(), 1);
-  const std::string marker = marker_text(flags, setup->problem, icpc) + manifest_text(report->manifest) +
+  const WriteReport report =
+      write_package(out.string(), files, read_manifest(*earlier), flags.force, kMarkerName, merged);
+  // The record is rewritten even when the run stopped halfway, so that it describes the folder.
+  const std::string marker = marker_text(flags, setup->problem, icpc) + manifest_text(report.manifest) +
                              (icpc ? "\n" + yaml_record_text(yaml) : "");
-  if (auto written = write_file((out / kMarkerName).string(), marker); !written) return fail(written.error(), 1);
+  if (!through_symlink(out.string(), kMarkerName)) {
+    if (auto written = write_file((out / kMarkerName).string(), marker); !written) return fail(written.error(), 1);
+  }
+  if (report.error) return fail(*report.error, 1);
   std::printf("package: %s package for %s in %s: %zu test%s (%zu samples), %zu with ambiguous cells\n",
               flags.format.c_str(), problem.c_str(), flags.out.c_str(), tests->size(), tests->size() == 1 ? "" : "s",
               samples, ambiguous_tests);
-  if (!report->replaced.empty() || !report->removed.empty())
-    std::printf("package: %zu file(s) of the earlier package replaced, %zu removed\n", report->replaced.size(),
-                report->removed.size());
+  if (!report.replaced.empty() || !report.removed.empty())
+    std::printf("package: %zu file(s) of the earlier package replaced, %zu removed\n", report.replaced.size(),
+                report.removed.size());
+  for (const std::string& line : report.forced) std::printf("package: replaced (--force): %s\n", line.c_str());
   for (const std::string& line : yaml_kept) std::printf("package: kept: %s\n", line.c_str());
-  for (const std::string& line : report->kept) std::printf("package: kept: %s\n", line.c_str());
+  for (const std::string& line : report.kept) std::printf("package: kept: %s\n", line.c_str());
   return 0;
 }
 

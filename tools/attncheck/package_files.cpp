@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <set>
-#include <sstream>
 #include <system_error>
 
 #include "common.hpp"
@@ -55,7 +54,8 @@ std::string_view top_level_key(std::string_view line) {
   if (line.empty() || line[0] == ' ' || line[0] == '\t' || line[0] == '#' || line[0] == '-') return {};
   const std::size_t colon = line.find(':');
   if (colon == std::string_view::npos || colon == 0) return {};
-  if (colon + 1 < line.size() && line[colon + 1] != ' ' && line[colon + 1] != '\t') return {};  // "a:b" is a value
+  if (colon + 1 < line.size() && line[colon + 1] != ' ' && line[colon + 1] != '\t' && line[colon + 1] != '\r')
+    return {};  // "a:b" is a value
   return line.substr(0, colon);
 }
 
@@ -78,10 +78,8 @@ std::string content_hash(std::string_view bytes) {
 
 Manifest read_manifest(std::string_view marker_text) {
   Manifest manifest;
-  for (std::string_view line : section(marker_text, kFilesHeading)) {
-    std::istringstream fields{std::string(line)};
-    std::string hash, path;
-    if (fields >> hash >> path && hash.size() == 16) manifest[path] = hash;
+  for (std::string_view line : section(marker_text, kFilesHeading)) {  // "HASH PATH", PATH to the line's end
+    if (line.size() > 17 && line[16] == ' ') manifest[std::string(line.substr(17))] = std::string(line.substr(0, 16));
   }
   return manifest;
 }
@@ -133,6 +131,11 @@ std::string merge_problem_yaml(std::string_view existing, std::string_view ours,
     const std::string value(value_of(line));
     const auto before = previous.find(key);
     const bool untouched = before != previous.end() && before->second == value;
+    if (value.empty()) {  // a block (mapping or list) follows: the setter's, never replaced
+      kept.push_back("problem.yaml key '" + key + "' (yours, a block value)");
+      merged += std::string(line) + "\n";
+      continue;
+    }
     if (value == mine->second || untouched || force) {
       if (value != mine->second && !untouched) kept.push_back("problem.yaml key '" + key + "' replaced (--force)");
       merged += key + ": " + mine->second + "\n";
@@ -149,11 +152,30 @@ std::string merge_problem_yaml(std::string_view existing, std::string_view ours,
   return merged;
 }
 
-Result<WriteReport, Error> write_package(const std::string& out_text, const std::map<std::string, std::string>& files,
-                                         const Manifest& manifest, bool force, const std::string& marker,
-                                         const std::set<std::string>& merged) {
+bool through_symlink(const std::string& out_text, const std::string& relative) {
+  fs::path at(out_text);
+  std::error_code error;
+  for (const fs::path& part : fs::path(relative)) {
+    at /= part;
+    if (fs::is_symlink(fs::symlink_status(at, error))) return true;
+  }
+  return false;
+}
+
+WriteReport write_package(const std::string& out_text, const std::map<std::string, std::string>& files,
+                          const Manifest& manifest, bool force, const std::string& marker,
+                          const std::set<std::string>& merged) {
   const fs::path out(out_text);
   WriteReport report;
+  // Until a file is handled, the earlier record stands: a run that stops halfway leaves a manifest
+  // that still describes the folder (written files with their new hash, the rest as before).
+  report.manifest = manifest;
+  const auto fail = [&](Error error) {
+    report.error = std::move(error);
+    return report;
+  };
+  if (through_symlink(out, marker)) return fail(Error{"'" + (out / marker).string() + "' is a symbolic link: attncheck "
+                                                       "never writes through one (replace it by a plain file)"});
   // What is in the folder now: regular files (symbolic links are the setter's and never followed).
   std::map<std::string, std::string> present;  // path -> hash
   std::error_code error;
@@ -163,48 +185,62 @@ Result<WriteReport, Error> write_package(const std::string& out_text, const std:
     const std::string relative = fs::relative(it->path(), out, error).generic_string();
     if (relative == marker) continue;  // attncheck's own record, rewritten on every run
     auto text = read_file(it->path());
-    if (!text) return text.error();
+    if (!text) return fail(text.error());
     present[relative] = content_hash(*text);
   }
-  if (error) return Error{"cannot list '" + out.string() + "': " + error.message()};
+  if (error) return fail(Error{"cannot list '" + out.string() + "': " + error.message()});
+  for (const auto& [path, text] : files) {
+    if (path.find('\n') != std::string::npos || path.find('\r') != std::string::npos)
+      return fail(Error{"cannot package a file whose name holds a line break: " + path});
+  }
   for (const auto& [path, text] : files) {
     const fs::path target = out / path;
     const auto now = present.find(path);
     const auto ours = manifest.find(path);
     const bool exists = now != present.end();
     const std::string hash = content_hash(text);
+    if (through_symlink(out, path)) {
+      report.kept.push_back(path + " (a symbolic link, or inside one: attncheck never writes through one)");
+      continue;
+    }
     if (exists && now->second == hash) {
       report.written.push_back(path);  // already what it would be
       report.manifest[path] = hash;
       continue;
     }
-    if (exists && !force && !merged.count(path)) {
-      const bool changed = ours != manifest.end() && ours->second != now->second;
-      if (changed || ours == manifest.end()) {
-        report.kept.push_back(path + (changed ? " (changed since attncheck wrote it; --force replaces it)"
-                                              : " (not written by attncheck; --force replaces it)"));
-        if (changed) report.manifest[path] = ours->second;  // still ours, still changed next time
+    if (exists && !merged.count(path)) {
+      if (ours == manifest.end()) {  // the setter's own file at a path of ours: never replaced
+        report.kept.push_back(path + " (not written by attncheck; move it away for attncheck to write this path)");
         continue;
       }
+      if (ours->second != now->second && !force) {
+        report.kept.push_back(path + " (changed since attncheck wrote it; --force replaces it)");
+        continue;  // still ours, still changed next time: its manifest entry stays
+      }
     }
-    if (auto made = make_directories(target.parent_path().string()); !made) return made.error();
-    if (auto written = write_file(target.string(), text); !written) return written.error();
-    (exists ? report.replaced : report.written).push_back(path);
+    const bool forced = exists && ours != manifest.end() && ours->second != now->second && !merged.count(path);
+    if (auto made = make_directories(target.parent_path().string()); !made) return fail(made.error());
+    if (auto written = write_file(target.string(), text); !written) return fail(written.error());
+    (forced ? report.forced : exists ? report.replaced : report.written).push_back(path);
     report.manifest[path] = hash;
   }
   for (const auto& [path, hash] : manifest) {
     if (files.count(path)) continue;
     const auto now = present.find(path);
-    if (now == present.end()) continue;  // already gone
-    if (now->second != hash && !force) {
+    if (now == present.end() || through_symlink(out, path)) {  // already gone, or not a file of ours any more
+      report.manifest.erase(path);
+      continue;
+    }
+    const bool changed = now->second != hash;
+    if (changed && !force) {
       report.kept.push_back(path + " (changed since attncheck wrote it, no longer part of the package; --force "
                                    "removes it)");
-      report.manifest[path] = hash;
       continue;
     }
     fs::remove(out / path, error);
-    if (error) return Error{"cannot remove '" + (out / path).string() + "': " + error.message()};
-    report.removed.push_back(path);
+    if (error) return fail(Error{"cannot remove '" + (out / path).string() + "': " + error.message()});
+    report.manifest.erase(path);
+    (changed ? report.forced : report.removed).push_back(path + (changed ? " (removed)" : ""));
   }
   for (const auto& [path, hash] : present) {
     if (!files.count(path) && !manifest.count(path)) report.kept.push_back(path + " (added by you)");

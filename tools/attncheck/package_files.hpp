@@ -2,11 +2,12 @@
 // `package` records what it wrote (path, size and a content hash) in its marker file, and on the
 // next run replaces only files it wrote itself that nobody has changed since; a file the setter
 // changed or added is kept and listed, problem.yaml keys the setter added or changed are kept.
-// With `force`, changed files are replaced (and listed) too; files the setter added are never
-// touched.
+// With `force`, changed files are replaced (and listed) too; files the setter added, and anything
+// behind a symbolic link, are never touched.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -46,25 +47,30 @@ using Manifest = std::map<std::string, std::string>;
 /// The top-level scalar keys of a problem.yaml text (`key: value`, value trimmed).
 [[nodiscard]] std::map<std::string, std::string> yaml_top_level(std::string_view text);
 
+/// Does writing `relative` under `out` go through a symbolic link (the file itself or a folder on
+/// the way)? attncheck never writes through one: its target may be anywhere, and is the setter's.
+[[nodiscard]] bool through_symlink(const std::string& out, const std::string& relative);
+
 /// What a write did, for the report printed afterwards.
 struct WriteReport {
   std::vector<std::string> written, replaced, removed;
+  std::vector<std::string> forced;  ///< the setter's changes to attncheck's files replaced or removed (--force)
   std::vector<std::string> kept;  ///< "PATH (why)": changed or added by the setter
   Manifest manifest;              ///< what is attncheck's afterwards (a kept changed file keeps its old hash)
+  std::optional<Error> error;     ///< set when the run stopped; `manifest` still describes the folder
 };
 
 /// Writes `files` (relative path -> text) into `out`, which is new, empty, or holds an earlier
 /// package whose `manifest` says what it wrote: files of ours unchanged since are replaced, or
 /// removed when no longer part of the package; changed files of ours and files the setter added
-/// are kept (with `force`, changed files of ours and the setter's files at a path of ours are
-/// replaced, changed files of ours no longer in the package removed). `marker` (relative) is
-/// attncheck's record, written by the caller afterwards; `merged` paths hold text that already
-/// keeps the setter's work (problem.yaml) and are written whatever their state. Every write is
-/// checked.
-[[nodiscard]] Result<WriteReport, Error> write_package(const std::string& out,
-                                                       const std::map<std::string, std::string>& files,
-                                                       const Manifest& manifest, bool force,
-                                                       const std::string& marker,
-                                                       const std::set<std::string>& merged);
+/// are kept (with `force`, changed files of ours are replaced, or removed when no longer in the
+/// package). The setter's own files, even at a path of ours, and anything reached through a
+/// symbolic link are never written. `marker` (relative) is attncheck's record, written by the
+/// caller afterwards (from `manifest`, also when `error` says the run stopped halfway); `merged`
+/// paths hold text that already keeps the setter's work (problem.yaml) and are written whatever
+/// their state. Every write is checked.
+[[nodiscard]] WriteReport write_package(const std::string& out, const std::map<std::string, std::string>& files,
+                                        const Manifest& manifest, bool force, const std::string& marker,
+                                        const std::set<std::string>& merged);
 
 }  // namespace attn::cli
