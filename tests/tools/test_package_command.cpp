@@ -295,6 +295,8 @@ TEST(PackageCommand, SubmissionsAreFiledByTheVerdictTheyGet) {
   EXPECT_NE(made.out.find("submissions/wrong_answer/causal_off_by_one.py: caught by sample/lesson-3x2-causal"),
             std::string::npos)
       << made.out;
+  // DOMjudge's time limit, from the accepted solution's slowest run (problemtools derives its own).
+  EXPECT_EQ(slurp(pkg + "/domjudge-problem.ini").rfind("timelimit = ", 0), 0u);
   // A wrong solution is one program (no import of the reference), runnable as it stands.
   const std::string wrong = slurp(pkg + "/submissions/wrong_answer/double_rounding.py");
   EXPECT_EQ(wrong.find("import ai006_reference"), std::string::npos);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -222,6 +223,7 @@ std::string standalone(std::string_view reference, std::string_view wrong, const
 struct Judged {
   std::string verdict;  ///< "" accepted, else wrong_answer, run_time_error or time_limit_exceeded
   std::string test, detail;
+  double slowest = 0;  ///< the longest run (wall clock, seconds)
 };
 
 Judged judge_program(const std::string& command, const std::vector<PackageTest>& tests,
@@ -233,8 +235,10 @@ Judged judge_program(const std::string& command, const std::vector<PackageTest>&
     return tests[a].name < tests[b].name;
   });
   constexpr double kSeconds = 20;
+  double slowest = 0;
   for (const std::size_t k : order) {
     const verify::ProcessResult run = verify::run_process(command, tests[k].input, kSeconds);
+    slowest = std::max(slowest, run.seconds);
     const std::string where = std::string(tests[k].sample ? "sample/" : "secret/") + tests[k].name;
     if (run.end == verify::ProcessEnd::timed_out) return {"time_limit_exceeded", where, verify::describe(run, kSeconds)};
     if (run.end != verify::ProcessEnd::exited || run.status != 0)
@@ -243,13 +247,14 @@ Judged judge_program(const std::string& command, const std::vector<PackageTest>&
     if (verdict.kind == verify::VerdictKind::wrong_answer || verdict.kind == verify::VerdictKind::presentation_error)
       return {"wrong_answer", where, verdict.message};
   }
-  return {};
+  return {"", "", "", slowest};
 }
 
 // submissions/: the reference solutions as accepted (C++17 and Python), and each wrong solution of
 // the lesson in the folder of the verdict a judge gives it, checked by running it (python3) on
-// every packaged test; one that no test catches is left out. What happened is printed.
-void add_submissions(const std::string& problem, const std::vector<PackageTest>& tests,
+// every packaged test; one that no test catches is left out. What happened is printed. Returns the
+// accepted Python solution's slowest run in seconds (0 when it was not run).
+double add_submissions(const std::string& problem, const std::vector<PackageTest>& tests,
                      const std::vector<verify::Certificate>& certificates, std::map<std::string, std::string>& files) {
   std::string reference_py;
   for (const embedded::Solution& solution : embedded::kSolutions) {
@@ -266,7 +271,7 @@ void add_submissions(const std::string& problem, const std::vector<PackageTest>&
     std::printf("package: submissions: python3 not found, so the Python solutions cannot be checked: only "
                 "submissions/accepted/reference.cpp is written\n");
     fs::remove_all(scratch, error);
-    return;
+    return 0;
   }
   const auto judged = [&](const std::string& name, const std::string& source) {
     const fs::path path = scratch / name;
@@ -274,8 +279,10 @@ void add_submissions(const std::string& problem, const std::vector<PackageTest>&
     return judge_program("python3 '" + path.string() + "'", tests, certificates);
   };
   const std::string accepted = "#!/usr/bin/env python3\n" + reference_py;
+  double slowest = 0;
   if (const Judged j = judged("reference.py", accepted); j.verdict.empty()) {
     files.emplace("submissions/accepted/reference.py", accepted);
+    slowest = j.slowest;
   } else {
     std::printf("package: submissions: reference.py left out: %s on %s (%s)\n", j.verdict.c_str(), j.test.c_str(),
                 j.detail.c_str());
@@ -296,6 +303,7 @@ void add_submissions(const std::string& problem, const std::vector<PackageTest>&
     }
   }
   fs::remove_all(scratch, error);
+  return slowest;
 }
 
 // An empty or new --out (created), or an earlier package there: the marker's text ("" when new).
@@ -413,7 +421,15 @@ int run_package(const PackageFlags& flags) {
   }
   files.emplace(legacy ? "output_validators/check.cpp" : icpc ? "output_validator/check.cpp" : "check.cpp",
                 checker_source(setup->problem, sample_certificates));
-  if (icpc && flags.submissions && setup->problem != Problem::general) add_submissions(problem, *tests, certificates, files);
+  if (icpc && flags.submissions && setup->problem != Problem::general) {
+    // DOMjudge takes its time limit from domjudge-problem.ini (else 10 s); problemtools derives its
+    // own from the accepted submissions. Both the same way: the slowest accepted run times 5
+    // (legacy's time_multiplier), rounded up to whole seconds.
+    if (const double slowest = add_submissions(problem, *tests, certificates, files); slowest > 0) {
+      const int seconds = std::max(1, static_cast<int>(std::ceil(5 * slowest)));
+      files.emplace("domjudge-problem.ini", "timelimit = " + std::to_string(seconds) + "\n");
+    }
+  }
   const WriteReport report =
       write_package(out.string(), files, read_manifest(*earlier), flags.force, kMarkerName, merged);
   // The record is rewritten even when the run stopped halfway, so that it describes the folder.
