@@ -608,8 +608,16 @@ std::string structure_error(const KernelStructure& s) {
 
 Result<Arithmetic, Error> arithmetic_profile(std::string_view name) {
   const auto profile = [](DType storage, DType compute, double exp_ulps, bool weights, bool intermediates) {
-    return Arithmetic{.storage = storage, .compute = compute, .exp_ulps = exp_ulps, .weights_in_storage = weights,
-                      .query_in_storage = intermediates, .scores_in_storage = intermediates};
+    return Arithmetic{.storage = storage,
+                      .kv_storage = std::nullopt,
+                      .compute = compute,
+                      .exp_ulps = exp_ulps,
+                      .weights_in_storage = weights,
+                      .query_in_storage = intermediates,
+                      .scores_in_storage = intermediates,
+                      .structure = {},
+                      .output_rounded = true,
+                      .accumulator = std::nullopt};
   };
   if (name == "fp64") return profile(DType::fp64, DType::fp64, 1, false, false);
   if (name == "fp32") return profile(DType::fp32, DType::fp32, 2, false, false);
