@@ -14,9 +14,9 @@
 // R_j := σ A_j + |b_j| >= |s_j|, gaps g_j = max_i s_i - s_j, weights w_j = e^{-g_j} / Σ_i e^{-g_i},
 // y = Σ_j w_j v_j. Inputs are exact in storage; key and value may have a format of their own
 // (kv_storage: llama.cpp's fp16 cache read by an fp32 query). Then Q's rounding before Q·Kᵀ (Step
-// 2') and P's before P·V (Step 6) may go to either format, or to the query's and then K's: they
-// take u_k := the coarser unit and h_k := the sum of both h, the query one more rounding; the
-// scores and the output keep storage's. u = unit roundoff of compute, u_s of storage,
+// 2') and P's before P·V (Step 6) may go to either format, or to the query's and then K's (V's):
+// Q takes u_k := the coarser unit and one more rounding, P both units ((1 + u_s)(1 + u_v) - 1),
+// and both h_k := the sum of both h; the scores and the output keep storage's. u = unit roundoff of compute, u_s of storage,
 // λ = smallest normal of compute, h = half the smallest subnormal of storage. θ_n is any product
 // of at most n factors (1+ε_i)^±1, |ε_i| <= u, and |θ_n| <= γ_n = nu/(1-nu) (Higham, Accuracy
 // and Stability of Numerical Algorithms, 2nd ed., Lemmas 3.1 and 3.3). exp (or exp2) is accurate
@@ -88,7 +88,8 @@
 // division (or, normalizing before, one division per weight and the same additions):
 // ŷ = Σ_j ω_j v_j θ_{2D+1}, so |ŷ - Σ ω_j v_j| <= ρ Σ_j ω_j |v_j|, ρ := (1 + γ_{2D+1+c_v})(1 + u_P) - 1,
 // where c_v = 1 when v converts to compute and u_P = u_k when P is rounded to V's format (relative
-// u_k per weight; u_k = u_s unless mixed).
+// u_k per weight; u_k = u_s unless mixed; mixed, P may be rounded to the query's format and then
+// V's: u_P = (1 + u_s)(1 + u_v) - 1).
 // Σ ω_j |v_j| <= Σ_j (w_j^hi + w_j m_j) |v_j| / (1 - M̄).
 // Rounding P to V's format errs by <= u_k p + min(h_k, p) (0 is representable): the absolute part,
 // carried through the rescales (α <= 1 + η) and divided by Σ ê, is per key
@@ -169,7 +170,8 @@
 // prefix B a rescale can follow: A/2 in any tiling (Σ_j w_j (v_j - y) = 0, so a prefix and its
 // complement cancel: A := Σ_j a_j), and with declared tiles (whole tiles before a rescale) half of
 // Σ_t |Σ_{j in t} w_j (v_j - y)|, plus one tile's Σ a_j when splits may cut a tile; splits x_split A;
-// the absolute (subnormal) part of Step 2', not modelled as random: A max_j h_j, h_j that part of e_j.
+// the absolute (subnormal) parts of Step 2', not modelled as random: A max_j h_j, h_j that part of
+// e_j from Q's and K's roundings, and 3h A for scores rounded to storage.
 // Step S3 (sums, random). The accumulator's additions have coefficient |partial|/ℓ <= H (ω units):
 // in any tiling H := max(Σ_j (ω_j v_j)^+, Σ_j (ω_j v_j)^-) (any subset); with tiles a partial is
 // whole tiles in any order plus part of one: H := max(Σ_t b_t^+, Σ_t b_t^-) + max_t max(P_t^+, P_t^-),
@@ -763,7 +765,9 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   // on top of compute's, conservatively), and flushes or rounds in its subnormals absolutely.
   const Format acc = format_of(arithmetic.accumulator.value_or(arithmetic.compute));
   const bool coarse_acc = acc.unit > u;
-  const double rho = (1 + gamma_of(depth_all, u)) * (1 + (arithmetic.weights_in_storage ? u_k : 0)) *
+  // P rounded to V's format, or when mixed to the query's and then V's: (1 + u_s)(1 + u_v) - 1.
+  const double u_P = !arithmetic.weights_in_storage ? 0.0 : mixed ? (1 + u_s) * (1 + kv.unit) - 1 : u_k;
+  const double rho = (1 + gamma_of(depth_all, u)) * (1 + u_P) *
                          (coarse_acc ? 1 + gamma_of(depth + 1 + (split ? splits + 1 : 0), acc.unit) : 1.0) *
                          std::exp(split ? x_common + eta_prime : 0.0) - 1;
   const double flushes = k * (2 * tiles + 4) + 2 * tiles + (split ? 3 * splits : 0);
@@ -841,9 +845,10 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
       // S2: the worst-case parts; W bounds every prefix a rescale can follow.
       const double W = std::min(A / 2, sums.prefix_spread);
       // Q's and K's roundings into the subnormals (Step 2', absolute) are not modelled as random:
-      // at most h_score on every score.
+      // at most h_score on every score; nor are the scores' own (3h when rounded to storage).
       const double worst = eta_prime * A + gamma_of(c_sigma + 4, u) * common + g2 * 2 * P * W +
-                           (tiles - 1) * eta_prime * W + x_split * A + h_score * A;
+                           (tiles - 1) * eta_prime * W + x_split * A + h_score * A +
+                           (arithmetic.scores_in_storage ? 3 * storage.half_spacing * A : 0.0);
       // S3: the sums' roundings (the accumulator's also in its own format, Step 6').
       const double u_a2 = coarse_acc ? acc.unit * acc.unit : 0.0;
       const double inside = k - walk.chunks, joins = walk.chunks + tiles + 3 * splits;
@@ -853,8 +858,9 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
         V += (u * u + u_a2) * (inside * sums.H_chunk * sums.H_chunk + joins * sums.H * sums.H);
         V += u * u * (inside * sums.Z_chunk * sums.Z_chunk + joins * slack * slack) * y * y;
       }
-      const double u_p = arithmetic.weights_in_storage ? u_k : 0.0;  // P rounded to V's format (or the query's)
-      V += (3 * u * u + u_p * u_p) * sums.product_blocks;
+      // P rounded to V's format (when mixed, to the query's and then V's: two roundings).
+      const double u_p2 = !arithmetic.weights_in_storage ? 0.0 : mixed ? u_s * u_s + kv.unit * kv.unit : u_k * u_k;
+      V += (3 * u * u + u_p2) * sums.product_blocks;
       // S4: second order.
       second += (M_bar / (1 - M_bar) + rho) * spread + (gamma_of(depth_all, u) - depth_all * u) * magnitude;
       // Repeated addends (gap blocks for ℓ; equal v_jc too for the accumulator) share one error.

@@ -337,6 +337,28 @@ TEST(TensorBand, MixedStorageQueryConvertedToZeroWithinBothTiers) {
   worst_usage(h, got, declared, true, "query converted to zero", true);
 }
 
+// An fp16 query over a bf16 cache, P rounded to the query's format and then to V's before P·V, the
+// output in fp16 (review of the mixed storage: P's two roundings were counted as one).
+double round_fp16_then_bf16(double x) { return round_bf16(round_fp16(x)); }
+
+TEST(TensorBand, MixedStorageTwoRoundingsOfPWithinBothTiers) {
+  Arithmetic declared = arithmetic_profile("fp16").value();
+  declared.kv_storage = DType::bf16;
+  for (std::size_t S : {2, 3, 7, 64})
+    for (Data data : {Data::normal, Data::large_gap, Data::equal, Data::duplicates})
+      for (unsigned seed = 1; seed <= 3; ++seed) {
+        Head h = make_head(3, S, 16, DType::fp16, data, seed + static_cast<unsigned>(S));
+        for (std::vector<double>* kv : {&h.K, &h.V})
+          for (double& x : *kv) x = round_bf16(x);  // the cache's format
+        const std::vector<double> got =
+            attention_kernel<float>(h, {.round_p = round_fp16_then_bf16, .round_out = round_fp16});
+        const std::string context = "fp16 query, bf16 cache S=" + std::to_string(S) + " data=" +
+                                    std::to_string(int(data)) + " seed=" + std::to_string(seed);
+        worst_usage(h, got, declared, true, context);
+        worst_usage(h, got, declared, true, context, true);
+      }
+}
+
 TEST(TensorBand, ExpInFp16ExceedsFp32Band) { expect_exceeds_fp32_band({.exp_in_fp16 = true}); }
 TEST(TensorBand, UnrescaledSumExceedsFp32Band) { expect_exceeds_fp32_band({.tile = 8, .sum_not_rescaled = true}); }
 TEST(TensorBand, WeightsInBf16ExceedFp32Band) { expect_exceeds_fp32_band({.tile = 16, .round_p = round_bf16}); }
