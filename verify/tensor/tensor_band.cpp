@@ -6,6 +6,9 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
+
+#include "numeric/double_interval.hpp"
 
 // Derivation of the tensor band δ (band.cpp's derivation, generalized to an arithmetic profile).
 //
@@ -228,9 +231,8 @@ void check_sizes(const RowTerms& t) {
   const std::size_t k = t.keys, columns = t.abs_v_max.size();
   const bool per_key = t.abs_dot.size() == k && t.gap.size() == k && t.abs_bias.size() == k &&
                        t.weight.size() == k && t.position.size() == k;
-  const bool per_column = t.abs_y.size() == columns && t.abs_v_minus_y.size() == columns &&
-                          std::all_of(t.abs_v_minus_y.begin(), t.abs_v_minus_y.end(),
-                                      [k](const std::vector<double>& c) { return c.size() == k; });
+  const bool per_column = t.abs_y.size() == columns && t.y_lo.size() == columns && t.y_hi.size() == columns &&
+                          t.v.size() == k * columns;
   if (!per_key || !per_column) throw ContractError("tensor_row_bands: RowTerms vectors do not match keys and columns");
 }
 
@@ -286,13 +288,11 @@ Walk walk_of(const RowTerms& t, const KernelStructure& s) {
 }
 
 void check_statistical_sizes(const RowTerms& t) {
-  const std::size_t k = t.keys, columns = t.abs_v_max.size();
+  const std::size_t k = t.keys;
   const bool per_key = t.weight_lo.size() == k && t.gap_hi.size() == k && t.dot_lo.size() == k &&
                        t.dot_hi.size() == k && t.l2_dot.size() == k;
-  const bool per_column = t.v.size() == columns && t.y_lo.size() == columns && t.y_hi.size() == columns &&
-                          std::all_of(t.v.begin(), t.v.end(), [k](const std::vector<double>& c) { return c.size() == k; });
-  if (!per_key || !per_column)
-    throw ContractError("tensor_row_tier_bands: the statistical RowTerms vectors do not match keys and columns");
+  if (!per_key)
+    throw ContractError("tensor_row_tier_bands: the statistical RowTerms vectors do not match the keys");
 }
 
 // The blocks of Model S: per key, its block among keys with overlapping dot-product enclosures
@@ -309,13 +309,16 @@ struct Blocks {
 };
 
 std::vector<std::size_t> link(const std::vector<double>& lo, const std::vector<double>& hi) {
-  std::vector<std::size_t> order(lo.size()), block(lo.size());
-  for (std::size_t j = 0; j < order.size(); ++j) order[j] = j;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return lo[a] < lo[b]; });
+  // Sorted as (lo, key) pairs, which compare without reading through an index; NaN ends last
+  // (any fixed place would do: an unordered pair starts a block either way).
+  std::vector<std::pair<double, std::size_t>> order(lo.size());
+  std::vector<std::size_t> block(lo.size());
+  for (std::size_t j = 0; j < order.size(); ++j) order[j] = {std::isnan(lo[j]) ? std::numeric_limits<double>::infinity() : lo[j], j};
+  std::sort(order.begin(), order.end());
   std::size_t id = 0;
   double reach = -std::numeric_limits<double>::infinity();
   for (std::size_t n = 0; n < order.size(); ++n) {
-    const std::size_t j = order[n];
+    const std::size_t j = order[n].second;
     if (n > 0 && !(lo[j] <= reach)) ++id;  // NaN-safe: an unordered pair starts a block
     reach = n == 0 || !(lo[j] <= reach) ? hi[j] : std::max(reach, hi[j]);
     block[j] = id;
@@ -371,6 +374,19 @@ double block_square_sum(const std::vector<std::size_t>& block, std::size_t count
   return total;
 }
 
+// |v - y| for every y in [lo, hi], rounded up: the farther end's distance.
+inline double distance_of(double v, double lo, double hi) {
+  return up_bound(std::max(std::fabs(v - lo), std::fabs(v - hi)));
+}
+
+// One output column's values v_jc over the keys j: contiguous (stride 1, a transposed copy) or read
+// in place from the key-major RowTerms::v (stride = columns).
+struct Column {
+  const double* base = nullptr;
+  std::size_t stride = 1;
+  double operator[](std::size_t j) const { return base[j * stride]; }
+};
+
 // The partial-sum bounds of Steps S2 and S3 for one output column (ω units, `slack` applied).
 struct ColumnSums {
   double prefix_spread = 0;   ///< W: half of Σ_t |Σ_{j in t} w_j (v_j - y)| (+ a cut tile)
@@ -385,14 +401,14 @@ struct ColumnSums {
 // Ordered (KernelStructure::ordered): Σ of the squared partial sums of the accumulator (terms
 // ω_j v_j, or ω_j alone for the sum ℓ) over every addition and rescale product, for the direction
 // given; |partial| <= |Σ w_j v_j| + Σ (w_j^hi + wm_j - w_j) |v_j| with w_j the enclosure's midpoint.
-double ordered_squares(const RowTerms& t, std::size_t c, const std::vector<double>& w_hi,
+double ordered_squares(const RowTerms& t, Column values, const std::vector<double>& w_hi,
                        const std::vector<double>& wm, const Blocks& b, bool weights_only, bool descending) {
   double total = 0, run = 0, run_dev = 0, part = 0, part_dev = 0;
   const std::size_t k = t.keys;
   for (std::size_t n = 0; n < k; ++n) {
     const std::size_t j = descending ? k - 1 - n : n;
     const double mid = (t.weight_lo[j] + w_hi[j]) / 2, dev = w_hi[j] + wm[j] - mid;
-    const double v = weights_only ? 1.0 : t.v[c][j];
+    const double v = weights_only ? 1.0 : values[j];
     part += mid * v, part_dev += dev * std::fabs(v);
     total += (std::fabs(part) + part_dev) * (std::fabs(part) + part_dev);  // an addition inside the chunk
     const bool chunk_ends = n + 1 == k || b.chunk[descending ? j - 1 : j + 1] != b.chunk[j];
@@ -407,9 +423,9 @@ double ordered_squares(const RowTerms& t, std::size_t c, const std::vector<doubl
   return total;
 }
 
-void repeated_addends(const RowTerms& t, std::size_t c, const Blocks& b, ColumnSums& sums, double slack);
+void repeated_addends(Column values, const Blocks& b, ColumnSums& sums, double slack);
 
-ColumnSums column_sums(const RowTerms& t, std::size_t c, const std::vector<double>& w_hi,
+ColumnSums column_sums(const RowTerms& t, std::size_t c, Column values, const std::vector<double>& w_hi,
                        const std::vector<double>& wm, const Blocks& b, double slack) {
   struct Tile {
     double spread_lo = 0, spread_hi = 0, spread_abs = 0, plus = 0, minus = 0, signed_lo = 0, signed_hi = 0,
@@ -428,7 +444,6 @@ ColumnSums column_sums(const RowTerms& t, std::size_t c, const std::vector<doubl
   };
   // Tiles are runs of keys (positions increase), so one running Tile suffices.
   const double y_lo = t.y_lo[c], y_hi = t.y_hi[c];
-  const double* values = t.v[c].data();
   Tile tile;
   for (std::size_t j = 0; j < t.keys; ++j) {
     if (j > 0 && b.tile[j] != b.tile[j - 1]) flush(tile), tile = Tile{};
@@ -456,55 +471,60 @@ ColumnSums column_sums(const RowTerms& t, std::size_t c, const std::vector<doubl
   sums.H_chunk = inside * slack;
   sums.Z_chunk *= slack;
   if (b.ordered) {
-    sums.acc_squares = std::max(ordered_squares(t, c, w_hi, wm, b, false, false), ordered_squares(t, c, w_hi, wm, b, false, true)) *
+    sums.acc_squares = std::max(ordered_squares(t, values, w_hi, wm, b, false, false),
+                                ordered_squares(t, values, w_hi, wm, b, false, true)) *
                        slack * slack;
-    sums.sum_squares = std::max(ordered_squares(t, c, w_hi, wm, b, true, false), ordered_squares(t, c, w_hi, wm, b, true, true)) *
+    sums.sum_squares = std::max(ordered_squares(t, values, w_hi, wm, b, true, false),
+                                ordered_squares(t, values, w_hi, wm, b, true, true)) *
                        slack * slack;
   }
   // Additions of a repeated addend into a running sum err alike within a binade (s + x, s + 2x, ...):
   // the n additions of such a group are one variable of coefficient n·(partial) instead of n
   // variables, which adds (n² - n)·partial² to V (partials at most 1 for ℓ, H for the accumulator).
   // Repeated addends: keys of one gap block (equal p) for ℓ, with equal v_jc too for the accumulator.
-  repeated_addends(t, c, b, sums, slack);
+  repeated_addends(values, b, sums, slack);
   sums.product_blocks = block_square_sum(b.gap, b.gap_blocks, b.scratch,
-                                        [&](std::size_t j) { return (w_hi[j] + wm[j]) * std::fabs(t.v[c][j]); }) *
+                                        [&](std::size_t j) { return (w_hi[j] + wm[j]) * std::fabs(values[j]); }) *
                         slack * slack;
   return sums;
 }
 
-// Σ over the blocks of more than one key of (Σ_B f)² - Σ_B f²: what grouping adds to Σ_j f_j².
-template <typename F> double shared_excess(const std::vector<std::vector<std::size_t>>& shared, const F& f) {
-  double excess = 0;
-  for (const std::vector<std::size_t>& block : shared) {
-    double sum = 0, squares = 0;
-    for (std::size_t j : block) sum += f(j), squares += f(j) * f(j);
-    excess += sum * sum - squares;
+// The ordered pairs of keys of one block with equal v_jc: Σ over the groups of equal values of
+// (m² - m), m their size.
+double equal_pairs(Column v, const std::vector<std::size_t>& block) {
+  double pairs = 0;
+  if (block.size() <= 32) {
+    for (std::size_t x = 0; x < block.size(); ++x)
+      for (std::size_t y = 0; y < block.size(); ++y) pairs += x != y && v[block[x]] == v[block[y]] ? 1 : 0;
+    return pairs;
   }
-  return excess;
-}
-
-void repeated_addends(const RowTerms& t, std::size_t c, const Blocks& b, ColumnSums& sums, double slack) {
-  const double* v = t.v[c].data();
-  double excess_acc = 0;  // Σ over groups of equal v_jc in a block of (m² - m) = Σ_j (m_j - 1)
-  for (const std::vector<std::size_t>& block : b.shared_gap) {
-    const double n = static_cast<double>(block.size());
-    sums.repeated_sum += (n * n - n) * slack * slack;
-    if (block.size() <= 32) {
-      for (std::size_t x = 0; x < block.size(); ++x)
-        for (std::size_t y = 0; y < block.size(); ++y) excess_acc += x != y && v[block[x]] == v[block[y]] ? 1 : 0;
-    } else {
-      std::vector<double> sorted(block.size());
-      for (std::size_t x = 0; x < block.size(); ++x) sorted[x] = v[block[x]];
-      std::sort(sorted.begin(), sorted.end());
-      for (std::size_t x = 0, run = 1; x < sorted.size(); ++x, ++run) {
-        if (x + 1 == sorted.size() || sorted[x + 1] != sorted[x]) {
-          const double m = static_cast<double>(run);
-          excess_acc += m * m - m;
-          run = 0;
-        }
-      }
+  std::vector<double> sorted(block.size());
+  for (std::size_t x = 0; x < block.size(); ++x) sorted[x] = v[block[x]];
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t x = 0, run = 1; x < sorted.size(); ++x, ++run) {
+    if (x + 1 == sorted.size() || sorted[x + 1] != sorted[x]) {
+      const double m = static_cast<double>(run);
+      pairs += m * m - m;
+      run = 0;
     }
   }
+  return pairs;
+}
+
+// Σ over the gap blocks of (n² - n), n their size: the keys of one gap block are repeated addends of ℓ.
+double repeated_keys(const Blocks& b) {
+  double total = 0;
+  for (const std::vector<std::size_t>& block : b.shared_gap) {
+    const double n = static_cast<double>(block.size());
+    total += n * n - n;
+  }
+  return total;
+}
+
+void repeated_addends(Column v, const Blocks& b, ColumnSums& sums, double slack) {
+  double excess_acc = 0;  // Σ over groups of equal v_jc in a block of (m² - m) = Σ_j (m_j - 1)
+  for (const std::vector<std::size_t>& block : b.shared_gap) excess_acc += equal_pairs(v, block);
+  sums.repeated_sum = repeated_keys(b) * slack * slack;
   sums.repeated_acc = excess_acc * sums.H * sums.H;
 }
 
@@ -523,23 +543,29 @@ struct Fused {
   double plus = 0, minus = 0, products = 0;
 };
 
-// One column's pass over the keys: the certified band's sums (spread, magnitude, subnormal) and,
-// when fused, the statistical tier's (Fused). Every term is >= 0, and "Evaluating the bound" counts
-// the roundings of a chain, not an order, so the sums may be taken in any order: the loop is a SIMD
-// reduction (lanes reassociate), compiled for the widest vectors the machine has.
+// One column's sums over the keys: the certified band's (spread, magnitude, subnormal) and, when
+// fused, the statistical tier's (Fused).
 struct ColumnPass {
   double spread = 0, magnitude = 0, subnormal = 0;
   Fused fused;
 };
 
-struct ColumnInputs {
-  std::size_t keys = 0;
-  const double* distance = nullptr;  // |v_j - y| per key
-  const double* value = nullptr;     // v_j per key (fused only)
-  const double* wm = nullptr;        // w_j m_j
-  const double* up = nullptr;        // w^hi_j + w_j m_j
-  const Pre* pre = nullptr;          // fused only
-  double v_max = 0, y = 0, sub_each = 0, sub_factor = 0;
+// The sums of every column in one pass over the keys, key-major as V is stored: key j's row of
+// values is read once and each column's sums are SIMD lanes. Every term is >= 0, and "Evaluating
+// the bound" counts the roundings of a chain, not an order, so the sums may be taken in any order.
+// Compiled for the widest vectors the machine has.
+enum PassSum : std::size_t {
+  kSpread, kMagnitude, kSubnormal,                                          // certified
+  kW, kWG, kWc, kWl, kWR2d2, kWR2d, kWM2d2, kWM2d, kPlus, kMinus, kProducts,  // fused
+  kPassSums
+};
+
+struct PassInputs {
+  std::size_t keys = 0, columns = 0;
+  const double* v = nullptr;                                          // key-major, keys × columns
+  const double *y_lo = nullptr, *y_hi = nullptr, *y = nullptr, *v_max = nullptr;  // per column
+  const double *wm = nullptr, *up = nullptr, *share = nullptr;        // per key: w_j m_j, w^hi_j + w_j m_j, S_sub's
+  const Pre* pre = nullptr;                                           // fused when given
 };
 
 #if defined(__x86_64__) && defined(__has_attribute)
@@ -551,49 +577,148 @@ struct ColumnInputs {
 #define ATTN_VECTOR_CLONES
 #endif
 
-ATTN_VECTOR_CLONES ColumnPass column_pass(const ColumnInputs& in) {
-  double spread = 0, magnitude = 0, subnormal = 0;
-  const double* d = in.distance;
-  const double* wm = in.wm;
-  const double* up = in.up;
-  const double v_max = in.v_max, y = in.y, sub_each = in.sub_each, sub_factor = in.sub_factor;
-#pragma omp simd reduction(+ : spread, magnitude, subnormal)
-  for (std::size_t j = 0; j < in.keys; ++j) {
-    const double sum = d[j] + y, v = sum < v_max ? sum : v_max;  // |v_j| <= |v_j - y| + |y|
-    const double share = up[j] * sub_factor;
-    spread += wm[j] * d[j];
-    magnitude += up[j] * v;
-    subnormal += (share < sub_each ? share : sub_each) * v;  // 0 when P is not rounded (sub_each = 0)
+// Keys j0 .. j0 + N - 1 into every column's sums: N keys per load and store of the sums, which
+// stay in registers across them (the sums' traffic, not the arithmetic, bounds this loop).
+template <bool kFused, std::size_t N>
+[[gnu::always_inline]] inline void pass_keys(const PassInputs& in, std::size_t j0, double* __restrict sums) {
+  const std::size_t C = in.columns;
+  const double* __restrict v = in.v + j0 * C;
+  const double *__restrict lo = in.y_lo, *__restrict hi = in.y_hi, *__restrict y = in.y, *__restrict v_max = in.v_max;
+  double wm[N], up[N], share[N], pG[N], pc[N], pl[N], pR2[N], pM2[N];
+  for (std::size_t b = 0; b < N; ++b) {
+    wm[b] = in.wm[j0 + b], up[b] = in.up[j0 + b], share[b] = in.share[j0 + b];
+    if constexpr (kFused) {
+      const Pre& pre = *in.pre;
+      pG[b] = pre.wG[j0 + b], pc[b] = pre.wc[j0 + b], pl[b] = pre.wl[j0 + b];
+      pR2[b] = pre.wR2[j0 + b], pM2[b] = pre.wM2[j0 + b];
+    }
   }
-  return {spread, magnitude, subnormal, {}};
+  double* __restrict s = sums;
+#pragma omp simd
+  for (std::size_t c = 0; c < C; ++c) {
+    double spread = s[kSpread * C + c], magnitude = s[kMagnitude * C + c], subnormal = s[kSubnormal * C + c];
+    double w = 0, wG = 0, wc = 0, wl = 0, wR2d2 = 0, wR2d = 0, wM2d2 = 0, wM2d = 0, plus = 0, minus = 0, products = 0;
+    if constexpr (kFused) {
+      w = s[kW * C + c], wG = s[kWG * C + c], wc = s[kWc * C + c], wl = s[kWl * C + c];
+      wR2d2 = s[kWR2d2 * C + c], wR2d = s[kWR2d * C + c], wM2d2 = s[kWM2d2 * C + c], wM2d = s[kWM2d * C + c];
+      plus = s[kPlus * C + c], minus = s[kMinus * C + c], products = s[kProducts * C + c];
+    }
+    for (std::size_t b = 0; b < N; ++b) {
+      const double x = v[b * C + c], d = distance_of(x, lo[c], hi[c]);
+      const double sum = d + y[c], a = sum < v_max[c] ? sum : v_max[c];  // |v_j| <= |v_j - y| + |y|
+      spread += wm[b] * d;
+      magnitude += up[b] * a;
+      subnormal += share[b] * a;  // 0 when P is not rounded (share = 0)
+      if constexpr (kFused) {
+        w += up[b] * d, wG += pG[b] * d, wc += pc[b] * d, wl += pl[b] * d;
+        wR2d += pR2[b] * d, wR2d2 += pR2[b] * d * d;
+        wM2d += pM2[b] * d, wM2d2 += pM2[b] * d * d;
+        plus += up[b] * (x > 0 ? x : 0.0), minus += up[b] * (x < 0 ? -x : 0.0);
+        products += (up[b] * x) * (up[b] * x);
+      }
+    }
+    s[kSpread * C + c] = spread, s[kMagnitude * C + c] = magnitude, s[kSubnormal * C + c] = subnormal;
+    if constexpr (kFused) {
+      s[kW * C + c] = w, s[kWG * C + c] = wG, s[kWc * C + c] = wc, s[kWl * C + c] = wl;
+      s[kWR2d2 * C + c] = wR2d2, s[kWR2d * C + c] = wR2d, s[kWM2d2 * C + c] = wM2d2, s[kWM2d * C + c] = wM2d;
+      s[kPlus * C + c] = plus, s[kMinus * C + c] = minus, s[kProducts * C + c] = products;
+    }
+  }
 }
 
-ATTN_VECTOR_CLONES ColumnPass column_pass_fused(const ColumnInputs& in) {
-  double spread = 0, magnitude = 0, subnormal = 0;
-  double w = 0, wG = 0, wc = 0, wl = 0, wR2_d2 = 0, wR2_d = 0, wM2_d2 = 0, wM2_d = 0, plus = 0, minus = 0,
-         products = 0;
-  const double* d = in.distance;
-  const double* x = in.value;
-  const double* wm = in.wm;
-  const double* up = in.up;
-  const double *pG = in.pre->wG.data(), *pc = in.pre->wc.data(), *pl = in.pre->wl.data();
-  const double *pR2 = in.pre->wR2.data(), *pM2 = in.pre->wM2.data();
-  const double v_max = in.v_max, y = in.y, sub_each = in.sub_each, sub_factor = in.sub_factor;
-#pragma omp simd reduction(+ : spread, magnitude, subnormal, w, wG, wc, wl, wR2_d2, wR2_d, wM2_d2, wM2_d, plus, \
-                               minus, products)
-  for (std::size_t j = 0; j < in.keys; ++j) {
-    const double dj = d[j], u = up[j], xj = x[j];
-    const double sum = dj + y, v = sum < v_max ? sum : v_max, share = u * sub_factor;
-    spread += wm[j] * dj;
-    magnitude += u * v;
-    subnormal += (share < sub_each ? share : sub_each) * v;
-    w += u * dj, wG += pG[j] * dj, wc += pc[j] * dj, wl += pl[j] * dj;
-    wR2_d += pR2[j] * dj, wR2_d2 += pR2[j] * dj * dj;
-    wM2_d += pM2[j] * dj, wM2_d2 += pM2[j] * dj * dj;
-    plus += u * (xj > 0 ? xj : 0.0), minus += u * (xj < 0 ? -xj : 0.0);
-    products += (u * xj) * (u * xj);
+template <bool kFused> [[gnu::always_inline]] inline void pass_all_keys(const PassInputs& in, double* __restrict sums) {
+  constexpr std::size_t kKeys = 4;
+  std::size_t j = 0;
+  for (; j + kKeys <= in.keys; j += kKeys) pass_keys<kFused, kKeys>(in, j, sums);
+  for (; j < in.keys; ++j) pass_keys<kFused, 1>(in, j, sums);
+}
+
+// sums: kPassSums arrays of `columns` (kSpread..kSubnormal only when not fused), zeroed.
+ATTN_VECTOR_CLONES void key_pass(const PassInputs& in, double* __restrict sums) {
+  if (in.pre == nullptr) {
+    pass_all_keys<false>(in, sums);
+  } else {
+    pass_all_keys<true>(in, sums);
   }
-  return {spread, magnitude, subnormal, {w, wG, wc, wl, wR2_d2, wR2_d, wM2_d2, wM2_d, plus, minus, products}};
+}
+
+ColumnPass pass_of(const std::vector<double>& sums, std::size_t columns, std::size_t c) {
+  const auto at = [&](PassSum sum) { return sums[sum * columns + c]; };
+  return {at(kSpread), at(kMagnitude), at(kSubnormal),
+          {at(kW), at(kWG), at(kWc), at(kWl), at(kWR2d2), at(kWR2d), at(kWM2d2), at(kWM2d), at(kPlus), at(kMinus),
+           at(kProducts)}};
+}
+
+// The simple path's sums over the blocks of more than one key, for every column at once and
+// key-major as key_pass: per column what the blocks add to Σ_j f_j² (f_j = a_j R_j over dot blocks;
+// a_j M_j and ω_j |v_j| over gap blocks, a_j = ω_j (|v_j - y| + δ)(1 + ρ)/(1 - M̄)), and the
+// ordered pairs of keys of a gap block with equal v_jc (the accumulator's repeated addends).
+struct SharedSums {
+  std::vector<double> dot, gap, products, equal;
+};
+
+// excess[c] += Σ over blocks of (Σ_{j in block} f(j, c))² - Σ_{j in block} f(j, c)².
+template <typename F>
+[[gnu::always_inline]] inline void add_shared_excess(const std::vector<std::vector<std::size_t>>& shared, std::size_t columns, const F& f,
+                       std::vector<double>& excess) {
+  std::vector<double> sum(columns), squares(columns);
+  for (const std::vector<std::size_t>& block : shared) {
+    std::fill(sum.begin(), sum.end(), 0.0);
+    std::fill(squares.begin(), squares.end(), 0.0);
+    for (std::size_t j : block) {
+#pragma omp simd
+      for (std::size_t c = 0; c < columns; ++c) {
+        const double x = f(j, c);
+        sum[c] += x, squares[c] += x * x;
+      }
+    }
+    for (std::size_t c = 0; c < columns; ++c) excess[c] += sum[c] * sum[c] - squares[c];
+  }
+}
+
+ATTN_VECTOR_CLONES SharedSums shared_sums(const RowTerms& t, const Blocks& b, const Pre& pre, const std::vector<double>& R,
+                       const std::vector<double>& delta, double slack) {
+  const std::size_t C = t.abs_v_max.size();
+  SharedSums out{std::vector<double>(C, 0.0), std::vector<double>(C, 0.0), std::vector<double>(C, 0.0),
+                 std::vector<double>(C, 0.0)};
+  const double* v = t.v.data();
+  const auto a = [&](std::size_t j, std::size_t c) {
+    return pre.w_up[j] * (distance_of(v[j * C + c], t.y_lo[c], t.y_hi[c]) + delta[c]) * slack;
+  };
+  add_shared_excess(b.shared_dot, C, [&](std::size_t j, std::size_t c) { return a(j, c) * R[j]; }, out.dot);
+  add_shared_excess(b.shared_gap, C, [&](std::size_t j, std::size_t c) { return a(j, c) * pre.M[j]; }, out.gap);
+  add_shared_excess(
+      b.shared_gap, C, [&](std::size_t j, std::size_t c) { return pre.w_up[j] * std::fabs(v[j * C + c]); }, out.products);
+  for (const std::vector<std::size_t>& block : b.shared_gap) {
+    if (block.size() > 32) {  // per column, sorted (equal_pairs)
+      for (std::size_t c = 0; c < C; ++c) out.equal[c] += equal_pairs(Column{v + c, C}, block);
+      continue;
+    }
+    for (std::size_t x = 0; x < block.size(); ++x) {
+      for (std::size_t y = x + 1; y < block.size(); ++y) {
+        const double *row_x = v + block[x] * C, *row_y = v + block[y] * C;
+        double* equal = out.equal.data();
+#pragma omp simd
+        for (std::size_t c = 0; c < C; ++c) equal[c] += row_x[c] == row_y[c] ? 2 : 0;
+      }
+    }
+  }
+  return out;
+}
+
+// The values column-major (each column's keys contiguous), for the per-column walks of the declared
+// structures; copied in blocks of keys so that reads and writes both stay in cache.
+void transpose_values(const RowTerms& t, std::size_t columns, std::vector<double>& out) {
+  const std::size_t k = t.keys;
+  out.resize(k * columns);
+  constexpr std::size_t kBlock = 16;
+  for (std::size_t first = 0; first < k; first += kBlock) {
+    const std::size_t count = std::min(kBlock, k - first);
+    for (std::size_t c = 0; c < columns; ++c) {
+      double* column = out.data() + c * k + first;
+      for (std::size_t b = 0; b < count; ++b) column[b] = t.v[(first + b) * columns + c];
+    }
+  }
 }
 
 }  // namespace
@@ -776,60 +901,77 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
       coarse_acc ? (k + 2 * tiles + 3 * splits) * acc.normal * std::exp(chain) * (1 + rho) / low : 0.0;
   const double sub_each =
       arithmetic.weights_in_storage ? h_k * std::exp(chain) * (1 + rho) / low : 0.0;
+  // The sums over keys of every column in one pass (with the statistical tier's on the simple path:
+  // each is Σ f_j (d_j + δ) or Σ g_j (d_j + δ)², d_j = |v_j - y|, split into the parts with d_j
+  // (here) and with the certified δ (the per-row sums in `pre`, once δ is known)).
+  const bool fuse = lambda_s && usable && pre.simple;
+  std::vector<double> pass_sums;
+  if (usable) {
+    const double sub_factor = (1 + rho) / (1 - M_bar);
+    std::vector<double> share(t.keys);
+    for (std::size_t j = 0; j < t.keys; ++j) share[j] = std::min(up[j] * sub_factor, sub_each);
+    pass_sums.assign((fuse ? kPassSums : kSubnormal + 1) * columns, 0.0);
+    key_pass({.keys = t.keys, .columns = columns, .v = t.v.data(), .y_lo = t.y_lo.data(), .y_hi = t.y_hi.data(),
+              .y = t.abs_y.data(), .v_max = t.abs_v_max.data(), .wm = wm.data(), .up = up.data(),
+              .share = share.data(), .pre = fuse ? &pre : nullptr},
+             pass_sums.data());
+    if (!fuse) pass_sums.resize(kPassSums * columns, 0.0);  // pass_of reads every sum
+  }
+  // The declared structures walk each column's keys in turn: a column-major copy.
+  std::vector<double> by_column;
+  if (lambda_s && usable && !pre.simple) transpose_values(t, columns, by_column);
+  // Per column: U and the certified δ before the output's rounding (the statistical tier's block
+  // sums on the simple path need every column's δ, so it is a pass of its own).
+  std::vector<double> U_of(columns), delta_of(columns);
   for (std::size_t c = 0; c < columns; ++c) {
     const double v_max = t.abs_v_max[c], y = t.abs_y[c];
     const double U = 2 * flushes * lambda * (1 + v_max) / low + acc_flushes;
     double delta = (1 + rho) * v_max + k * sub_each * v_max + U + y;  // the cap |ŷ| + |y|
-    double spread = 0, magnitude = 0, subnormal = 0;
-    // The statistical tier's sums over keys in the same pass (simple path): each is Σ f_j (d_j + δ)
-    // or Σ g_j (d_j + δ)², d_j = |v_j - y|, split into the parts with d_j (here) and with the
-    // certified δ (the per-row sums in `pre`, once δ is known).
-    Fused fused;
     if (usable) {
-      const bool fuse = lambda_s && pre.simple;
-      const ColumnInputs in{t.keys,     t.abs_v_minus_y[c].data(), fuse ? t.v[c].data() : nullptr,
-                            wm.data(),  up.data(),                 fuse ? &pre : nullptr,
-                            v_max,      y,                         sub_each,
-                            (1 + rho) / (1 - M_bar)};
-      const ColumnPass pass = fuse ? column_pass_fused(in) : column_pass(in);
-      spread = pass.spread, magnitude = pass.magnitude, subnormal = pass.subnormal, fused = pass.fused;
-      delta = std::min(delta, (spread + rho * magnitude) / (1 - M_bar) + subnormal + U);
+      const ColumnPass pass = pass_of(pass_sums, columns, c);
+      delta = std::min(delta, (pass.spread + rho * pass.magnitude) / (1 - M_bar) + pass.subnormal + U);
     }
+    U_of[c] = U, delta_of[c] = delta;
+  }
+  const double slack = (1 + rho) / (1 - M_bar);
+  const SharedSums shared = fuse ? shared_sums(t, blocks, pre, R, delta_of, slack) : SharedSums{};
+  for (std::size_t c = 0; c < columns; ++c) {
+    const double y = t.abs_y[c], U = U_of[c];
+    double delta = delta_of[c];
     double statistical = delta;
     if (lambda_s && usable) {
       // Steps S1-S5 (tensor_band.cpp's derivation, "Statistical tier").
-      const double slack = (1 + rho) / (1 - M_bar);
-      const double* distance = t.abs_v_minus_y[c].data();
+      const ColumnPass pass = pass_of(pass_sums, columns, c);
+      const double spread = pass.spread, magnitude = pass.magnitude, subnormal = pass.subnormal;
+      const Fused& fused = pass.fused;
       double A = 0, common = 0, second = 0, l2_sum = 0, v_dot = 0, v_gap = 0;
       ColumnSums sums;
       if (pre.simple) {
         // Any tiling (the default), not ordered: the sums of the fused pass, with H from the signs
         // of v (every key its own tile) and the blocks of more than one key added afterwards.
-        const double* values = t.v[c].data();
-        const auto a = [&](std::size_t j) { return pre.w_up[j] * (distance[j] + delta) * slack; };
         A = slack * (fused.w + delta * pre.sum_w);
         common = slack * (fused.wG + delta * pre.sum_wG);
         second = slack * (fused.wc + delta * pre.sum_wc);
         l2_sum = slack * (fused.wl + delta * pre.sum_wl);
         v_dot = slack * slack * (fused.wR2_d2 + 2 * delta * fused.wR2_d + delta * delta * pre.sum_wR2);
         v_gap = slack * slack * (fused.wM2_d2 + 2 * delta * fused.wM2_d + delta * delta * pre.sum_wM2);
-        v_dot += shared_excess(blocks.shared_dot, [&](std::size_t j) { return a(j) * R[j]; });
-        v_gap += shared_excess(blocks.shared_gap, [&](std::size_t j) { return a(j) * pre.M[j]; });
-        const double products =
-            fused.products + shared_excess(blocks.shared_gap, [&](std::size_t j) { return pre.w_up[j] * std::fabs(values[j]); });
+        v_dot += shared.dot[c];
+        v_gap += shared.gap[c];
         sums.H = std::max(fused.plus, fused.minus) * slack;
         sums.prefix_spread = A / 2;
-        sums.product_blocks = products * slack * slack;
-        repeated_addends(t, c, blocks, sums, slack);
+        sums.product_blocks = (fused.products + shared.products[c]) * slack * slack;
+        sums.repeated_sum = repeated_keys(blocks) * slack * slack;
+        sums.repeated_acc = shared.equal[c] * sums.H * sums.H;
       } else {
+        const Column values{by_column.data() + c * t.keys, 1};
         std::vector<double>& a = pre.a;
         for (std::size_t j = 0; j < t.keys; ++j) {
-          a[j] = pre.w_up[j] * (distance[j] + delta) * slack;
+          a[j] = pre.w_up[j] * (distance_of(values[j], t.y_lo[c], t.y_hi[c]) + delta) * slack;
           A += a[j], common += a[j] * pre.G[j], second += a[j] * curvature[j], l2_sum += a[j] * pre.sl2[j];
         }
         v_dot = block_square_sum(blocks.dot, blocks.dot_blocks, blocks.scratch, [&](std::size_t j) { return a[j] * R[j]; });
         v_gap = block_square_sum(blocks.gap, blocks.gap_blocks, blocks.scratch, [&](std::size_t j) { return a[j] * pre.M[j]; });
-        sums = column_sums(t, c, w_hi, wm, blocks, slack);
+        sums = column_sums(t, c, values, w_hi, wm, blocks, slack);
       }
       // S1: the random parts of the scores and arguments, by block.
       const double n_s = 3 * static_cast<double>(t.E) + 2;

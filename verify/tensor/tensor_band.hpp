@@ -84,16 +84,17 @@ struct RowTerms {
   std::vector<double> gap;  ///< per key: (max score - score_j) >= 0, scores scaled and biased (lower bound)
   std::vector<double> abs_bias;                    ///< per key: |additive mask value| (0 without one)
   std::vector<double> weight;                      ///< per key: exact weight w_j (upper bound), Σ ≈ 1
-  std::vector<std::vector<double>> abs_v_minus_y;  ///< per output column c, per key: |v_jc - y_c| (upper bound)
+  /// per key j, per output column c: v_jc, key-major as V is stored (v[j·columns + c], columns =
+  /// abs_v_max.size()); the band bounds |v_jc - y_c| by max(|v_jc - y_lo_c|, |v_jc - y_hi_c|)
+  std::vector<double> v;
   std::vector<double> abs_v_max;                   ///< per output column: max_j |v_jc|
   std::vector<double> abs_y;                       ///< per output column: |y_c| (upper bound)
+  std::vector<double> y_lo, y_hi;                  ///< per output column: enclosure of y_c
   // For the statistical tier only (tensor_row_tier_bands); the certified band does not read them.
   std::vector<double> weight_lo;                   ///< per key: exact weight w_j (lower bound)
   std::vector<double> gap_hi;                      ///< per key: max score - score_j (upper bound)
   std::vector<double> dot_lo, dot_hi;              ///< per key: enclosure of q·k_j (groups equal dot products)
   std::vector<double> l2_dot;                      ///< per key: √Σ_c (q_c k_jc)² (upper bound)
-  std::vector<std::vector<double>> v;              ///< per output column, per key: v_jc
-  std::vector<double> y_lo, y_hi;                  ///< per output column: enclosure of y_c
   double scale = 0;                                ///< |multiplier| (upper bound)
   bool scale_defaulted = true;  ///< the scale is 1/√E computed by the implementation (one more rounding)
 };

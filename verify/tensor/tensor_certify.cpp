@@ -260,41 +260,22 @@ void band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure& e, 
     t.weight_lo.push_back(std::max(0.0, e.weights[k].lo));
     t.dot_lo.push_back(e.dots[k].lo);
     t.dot_hi.push_back(e.dots[k].hi);
-    // √Σ_c (q_c k_jc)²: products and sum in double (relative error < (E + 2)·2^-53), rounded up.
+    // √Σ_c (q_c k_jc)²: products and sum in double (relative error < (E + 2)·2^-53 in any order:
+    // every term is >= 0, so the lanes may reassociate), rounded up.
     const double* key = p.key.data() + tensor_index(p, p.kv_heads, p.S, p.E, r.b, kv, e.keys[k], 0);
     double squares = 0, key_sum = 0;
+#pragma omp simd reduction(+ : squares, key_sum)
     for (std::size_t c = 0; c < p.E; ++c) squares += (q[c] * key[c]) * (q[c] * key[c]), key_sum += std::fabs(key[c]);
     t.l2_dot.push_back(std::sqrt(squares) * (1 + 0x1p-30) + 0x1p-1000);
     t.abs_key.push_back(up_bound(key_sum * (1 + 0x1p-40)));
   }
-  // |v_jc - y_c| for blocks of keys, key-major as the values are stored (v_j is Ev contiguous
-  // doubles in either layout), then written out per column (RowTerms is column-major).
-  t.abs_v_minus_y.resize(p.Ev);
-  for (std::vector<double>& column : t.abs_v_minus_y) column.resize(t.keys);
+  // The values key-major as they are stored (v_j is Ev contiguous doubles in either layout).
+  t.v.resize(t.keys * p.Ev);
   t.abs_v_max.assign(p.Ev, 0.0);
-  t.v.resize(p.Ev);
-  for (std::vector<double>& column : t.v) column.resize(t.keys);
-  std::vector<double> lo(p.Ev), hi(p.Ev);
-  for (std::size_t c = 0; c < p.Ev; ++c) lo[c] = e.out[c].lo, hi[c] = e.out[c].hi;
-  constexpr std::size_t kBlock = 8;
-  std::vector<double> block(kBlock * p.Ev), signed_block(kBlock * p.Ev);
-  for (std::size_t first = 0; first < t.keys; first += kBlock) {
-    const std::size_t count = std::min(kBlock, t.keys - first);
-    for (std::size_t b = 0; b < count; ++b) {
-      const double* v = p.value.data() + tensor_index(p, p.kv_heads, p.S, p.Ev, r.b, kv, e.keys[first + b], 0);
-      double* distance = block.data() + b * p.Ev;
-      for (std::size_t c = 0; c < p.Ev; ++c) {
-        distance[c] = up_bound(std::max(std::fabs(v[c] - lo[c]), std::fabs(v[c] - hi[c])));
-        t.abs_v_max[c] = std::max(t.abs_v_max[c], std::fabs(v[c]));
-        signed_block[b * p.Ev + c] = v[c];
-      }
-    }
-    for (std::size_t c = 0; c < p.Ev; ++c) {
-      double* column = t.abs_v_minus_y[c].data() + first;
-      for (std::size_t b = 0; b < count; ++b) column[b] = block[b * p.Ev + c];
-      double* values = t.v[c].data() + first;
-      for (std::size_t b = 0; b < count; ++b) values[b] = signed_block[b * p.Ev + c];
-    }
+  for (std::size_t k = 0; k < t.keys; ++k) {
+    const double* v = p.value.data() + tensor_index(p, p.kv_heads, p.S, p.Ev, r.b, kv, e.keys[k], 0);
+    std::copy(v, v + p.Ev, t.v.begin() + static_cast<std::ptrdiff_t>(k * p.Ev));
+    for (std::size_t c = 0; c < p.Ev; ++c) t.abs_v_max[c] = std::max(t.abs_v_max[c], std::fabs(v[c]));
   }
   for (std::size_t c = 0; c < p.Ev; ++c) {
     t.abs_y.push_back(std::max(std::fabs(e.out[c].lo), std::fabs(e.out[c].hi)));

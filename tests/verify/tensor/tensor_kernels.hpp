@@ -257,10 +257,9 @@ inline ExactRow exact_row(const Head& h, std::size_t i) {
   t.scale = static_cast<double>(sigma) * up;
   t.scale_defaulted = h.scale_defaulted;
   row.y.assign(h.Ev, 0);
-  t.abs_v_minus_y.assign(h.Ev, {});
   t.abs_v_max.assign(h.Ev, 0.0);
   t.abs_y.assign(h.Ev, 0.0);
-  t.v.assign(h.Ev, {});
+  t.v.assign(keys.size() * h.Ev, 0.0);
   t.y_lo.assign(h.Ev, 0.0);
   t.y_hi.assign(h.Ev, 0.0);
   if (keys.empty()) return row;
@@ -281,11 +280,7 @@ inline ExactRow exact_row(const Head& h, std::size_t i) {
     Q128 y = 0;
     for (std::size_t t_ = 0; t_ < keys.size(); ++t_) y += w[t_] * h.V[keys[t_] * h.Ev + c];
     row.y[c] = y;
-    for (std::size_t t_ = 0; t_ < keys.size(); ++t_) {
-      const double v = h.V[keys[t_] * h.Ev + c];
-      t.abs_v_minus_y[c].push_back(static_cast<double>(fabsq(v - y)) * up + slack);
-      t.v[c].push_back(v);
-    }
+    for (std::size_t t_ = 0; t_ < keys.size(); ++t_) t.v[t_ * h.Ev + c] = h.V[keys[t_] * h.Ev + c];
     t.abs_y[c] = static_cast<double>(fabsq(y)) * up + slack;
     t.y_lo[c] = static_cast<double>(y) - static_cast<double>(fabsq(y)) * 0x1p-50 - slack;
     t.y_hi[c] = static_cast<double>(y) + static_cast<double>(fabsq(y)) * 0x1p-50 + slack;

@@ -181,7 +181,8 @@ TEST(TensorBand, RowWithoutKeysIsExactlyZero) {
   RowTerms terms;
   terms.abs_v_max = {1, 2};
   terms.abs_y = {0, 0};
-  terms.abs_v_minus_y = {{}, {}};
+  terms.y_lo = {0, 0};
+  terms.y_hi = {0, 0};
   EXPECT_EQ(tensor_row_bands(terms, arithmetic_profile("fp32").value()), (std::vector<double>{0, 0}));
 }
 
