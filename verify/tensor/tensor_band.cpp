@@ -5,6 +5,7 @@
 #include <optional>
 #include <cmath>
 #include <limits>
+#include <numbers>
 #include <string>
 #include <utility>
 
@@ -124,6 +125,28 @@
 // e^{x_common + η'} with splits. A split may restart its chunks at its own start: with splits and
 // sum_chunk > 1, chunks of up to c keys anywhere and N_c := 2N_c + p - 1. The
 // undeclared default takes p = k (any number), so it holds for split kernels too.
+// Step L (the log-sum-exp a kernel returns beside the output, TierBands::lse). Exact:
+// λ = log Σ_j e^{s_j} = M + log Σ_j e^{s_j - M} for any M. The kernel returns l̂ = M̂ + log ℓ̂
+// (FlashAttention: row_max·scale + log(row_sum)). With M = m_T, the maximum its exps were taken
+// against (Step 3): ℓ̂ = Σ_j ê_j θ_D + flushes, ê_j = e^{s_j - m_T} λ_j (Step 4), so
+//   ℓ̂ / Σ_j e^{s_j - m_T} = θ_D Σ_j w_j λ_j + φ,
+// the θ's of positive terms averaging into one (Step 6), |φ| <= F := N λ / low (the N flushes of
+// U, each <= λ against a sum >= low). Σ_j w_j λ_j is a mean of the λ_j, so it lies in
+// [e^{-max x_j}, e^{max x_j}] (x_j the exponent of m_j), and in [1 - M̄, 1 + M̄]: its log is at
+// most min(-log1p(-M̄), max_j x_j) in size. The M̂ returned may be another rounding of the same
+// maximum (natural units against exp2's, say): |M̂ - m_T| <= (γ_{c_σ+4} + γ_2) P, as in Step 3.
+// log is accurate to exp_ulps ulps, 2·exp_ulps·u |log ℓ̂| <= 2·exp_ulps·u Λ (|log ℓ̂| <= Λ, Step 7),
+// and the add rounds once, u |l̂| <= u (P + Λ). So
+//   |l̂ - λ| <= min(-log1p(-M̄), max_j x_j) - log1p(-γ_D) - log1p(-F) + (γ_{c_σ+4} + γ_2) P
+//              + 2·exp_ulps·u Λ + u (P + Λ)   [+ x_split + x_common with p > 1 splits].
+// With splits, l̂ = log Σ_q e^{l̂se_q} + τ (Step 7) and each l̂se_q errs by log(θ_D Σ_{j in q}
+// w_j^(q) λ_j) and F_p, w^(q) the weights within split q; the splits' softmax weights π_q times
+// w_j^(q) are the w_j, so log Σ_q π_q e^{ε_q} is again the mean above times e^{±x_split}, and τ
+// adds x_common. Stored (stored_lse_band): in base 2, δ and |λ| divide by ln 2 and a conversion
+// by a rounded log2 e adds γ_2 (|λ₂| + δ₂); a storage coarser than compute rounds once more,
+// u_l (|λ| + δ) + h_l. A row without keys has λ = -inf, to be returned exactly (or +inf, as
+// FlashAttention 2 writes it, when that convention is declared). One tier: the statistical verdict
+// on an LSE uses this band.
 // Result. δ_pre = [Σ_j wm_j |v_j - y| + ρ Σ_j (w_j^hi + wm_j)|v_j|] / (1 - M̄) + S_sub + U,
 //   U = 2 N λ (1 + max|v|) / low, N = k(2T + 4) + 2T flushes at most (exps, rescale products,
 //   p·v products, divisions, additions), each <= λ absolute against a sum >= low.
@@ -209,6 +232,7 @@ namespace attn::verify {
 namespace {
 
 constexpr double kSafety = 1 + 0x1p-20;  // see "Evaluating the bound"
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 struct Format {
   double unit;         ///< unit roundoff
@@ -309,8 +333,8 @@ struct Blocks {
 };
 
 std::vector<std::size_t> link(const std::vector<double>& lo, const std::vector<double>& hi) {
-  // Sorted as (lo, key) pairs, which compare without reading through an index; NaN ends last
-  // (any fixed place would do: an unordered pair starts a block either way).
+  // Sorted as (lo, key) pairs, which compare without reading through an index; a NaN lo sorts as
+  // +inf (any fixed place would do: an unordered pair starts a block either way).
   std::vector<std::pair<double, std::size_t>> order(lo.size());
   std::vector<std::size_t> block(lo.size());
   for (std::size_t j = 0; j < order.size(); ++j) order[j] = {std::isnan(lo[j]) ? std::numeric_limits<double>::infinity() : lo[j], j};
@@ -766,6 +790,21 @@ std::vector<std::string> profiles_for(DType dtype) {
   return {};
 }
 
+double stored_lse_band(double lse_delta, double abs_lse, const LseFormat& format, DType compute) {
+  if (lse_delta == 0) return 0;  // a row without keys: exactly -inf (or +inf)
+  const Format storage = format_of(format.storage), inner = format_of(compute);
+  double delta = lse_delta, magnitude = abs_lse;
+  if (format.base2) {
+    // δ and |λ| divide by ln 2 exactly; a kernel converting its natural LSE multiplies by a rounded
+    // log2 e and rounds the product: γ_2 of |λ₂| + δ₂ in compute.
+    delta = delta / std::numbers::ln2 * (1 + 0x1p-50);
+    magnitude = magnitude / std::numbers::ln2 * (1 + 0x1p-50);
+    delta += gamma_of(2, inner.unit) * (magnitude + delta);
+  }
+  if (storage.unit > inner.unit) delta += storage.unit * (magnitude + delta) + storage.half_spacing;
+  return std::isnan(delta) ? kInfinity : delta * kSafety;
+}
+
 double statistical_lambda(double alpha, std::size_t elements) {
   if (!(alpha > 0 && alpha < 1)) throw ContractError("statistical_lambda: alpha must be in (0, 1)");
   const double n = static_cast<double>(std::max<std::size_t>(elements, 1));
@@ -901,6 +940,20 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
       coarse_acc ? (k + 2 * tiles + 3 * splits) * acc.normal * std::exp(chain) * (1 + rho) / low : 0.0;
   const double sub_each =
       arithmetic.weights_in_storage ? h_k * std::exp(chain) * (1 + rho) / low : 0.0;
+
+  // Step L (the log-sum-exp, natural units; see the derivation above).
+  {
+    double x_max = 0;
+    for (std::size_t j = 0; j < t.keys; ++j) x_max = std::max(x_max, x[j]);
+    const double mean = usable ? std::min(-std::log1p(-M_bar), x_max) : x_max;  // |log Σ w_j λ_j|
+    const double flushed = flushes * lambda / low;
+    const double terms =
+        mean - std::log1p(-gamma_of(depth, u)) + (flushed < 0.5 ? -std::log1p(-flushed) : kInfinity);
+    const double maximum = (gamma_of(c_sigma + 4, u) + g2) * P;  // M̂ against the maximum inside the exps
+    const double log_and_add = 2 * arithmetic.exp_ulps * u * Lambda + u * (P + Lambda);
+    const double lse = terms + maximum + log_and_add + (split ? x_split + x_common : 0.0);
+    out.lse = std::isnan(lse) ? kInfinity : lse * kSafety;
+  }
   // The sums over keys of every column in one pass (with the statistical tier's on the simple path:
   // each is Σ f_j (d_j + δ) or Σ g_j (d_j + δ)², d_j = |v_j - y|, split into the parts with d_j
   // (here) and with the certified δ (the per-row sums in `pre`, once δ is known)).

@@ -104,7 +104,24 @@ struct TierBands {
   std::vector<double> certified;    ///< tensor_row_bands: holds for every correct kernel
   std::vector<double> statistical;  ///< holds except with probability <= 2·exp(-λ²/2) per element, under Model S;
                                     ///< never above `certified`; empty when no λ was given
+  /// δ of the row's log-sum-exp log Σ_j e^{s_j} in natural units, as the kernel computes it (Step L of
+  /// the derivation), before it is stored (stored_lse_band); one tier: the statistical verdict uses
+  /// it too. 0 for a row without keys (its LSE must be exactly ∓inf); +inf when unbounded.
+  double lse = 0;
 };
+
+/// How a kernel stores the log-sum-exp it returns beside the output.
+struct LseFormat {
+  DType storage = DType::fp32;  ///< FlashAttention's softmax_lse is fp32 whatever the inputs
+  bool base2 = false;           ///< log2 Σ_j 2^{s_j log2 e} = LSE / ln 2 (kernels that keep log2 units)
+  /// A row without keys: -inf (the exact value; PyTorch, xformers) or +inf (FlashAttention 2 writes it).
+  bool masked_plus_inf = false;
+};
+
+/// δ of a stored LSE: the natural-units δ (TierBands::lse) in the stored base, plus the conversion to
+/// base 2 (one rounding, and log2 e's) and the rounding to storage when it is coarser than compute.
+/// `abs_lse`: an upper bound of |exact LSE| in natural units.
+[[nodiscard]] double stored_lse_band(double lse_delta, double abs_lse, const LseFormat& format, DType compute);
 
 /// λ for a false-alarm probability `alpha` over `elements` elements: 2·elements·exp(-λ²/2) = alpha.
 [[nodiscard]] double statistical_lambda(double alpha, std::size_t elements);

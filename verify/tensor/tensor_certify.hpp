@@ -67,6 +67,7 @@ struct TensorReport {
   std::size_t fast_rows = 0;                 ///< certified rows decided by the fast double pass alone (no MPFI)
   double max_plain_ratio = 0;                ///< |got - exact| / max(|plain - exact|, half an ulp): non-deciding
   double mean_plain_ratio = 0;
+  bool plain = true;                         ///< whether the plain ratios were computed (not for an LSE)
   /// A short human summary: verdict, worst element, usage, coverage.
   [[nodiscard]] std::string summary() const;
 };
@@ -104,6 +105,15 @@ void band_terms(const TensorProblem& problem, std::size_t row, const RowEnclosur
 /// output.size() != B·Hq·L·Ev (the caller validates input first).
 [[nodiscard]] TensorReport certify_tensor(const TensorProblem& problem, std::span<const double> output,
                                           const CertifyOptions& options);
+
+/// Certifies a kernel's log-sum-exp `lse` ([B, Hq, L], row (b, h, i) at (b·Hq + h)·L + i, failures
+/// indexed (b, h, i, 0)) against the exact log Σ_j e^{s_j} of each row, within stored_lse_band of
+/// options.arithmetic (its kv_storage taken from problem.kv_dtype; Step L of tensor_band.cpp). Rows
+/// without keys must hold exactly -inf (+inf with format.masked_plus_inf). Sampling, seeds and
+/// failures as certify_tensor; both tiers use the one LSE band. Throws ContractError as
+/// certify_tensor does, and when lse.size() != B·Hq·L.
+[[nodiscard]] TensorReport certify_lse(const TensorProblem& problem, std::span<const double> lse,
+                                       const CertifyOptions& options, const LseFormat& format = {});
 
 /// Fills report.consistent_with: certifies `output` again under each standard profile of the
 /// problem's dtype other than options.arithmetic (certify_tensor with standard bands calls it on a

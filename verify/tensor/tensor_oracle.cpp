@@ -174,8 +174,10 @@ RowEnclosure evaluate(const RowData& d, int bits) {
     out.scores.push_back(e[t].doubles());
     mpfr_max(shift.get(), shift.get(), &e[t].get()[0].right, MPFR_RNDU);  // exact: a copy of an end
   }
-  if (n == 1) {  // Step 4: the weight is exactly 1
+  if (n == 1) {  // Step 4: the weight is exactly 1, the log-sum-exp the score
     out.weights.push_back({1, 1});
+    out.lse = e[0].doubles();
+    out.lse_fine = fine_of(e[0].get(), bits);
     for (std::size_t c = 0; c < d.width; ++c) {
       out.out.push_back({d.values[c], d.values[c]});
       out.fine.push_back({d.values[c], 0, 0});
@@ -193,6 +195,10 @@ RowEnclosure evaluate(const RowData& d, int bits) {
     mpfi_div(term.get(), e[t].get(), total.get());
     out.weights.push_back(term.doubles());
   }
+  mpfi_log(term.get(), total.get());  // log Σ e^{s_j} = shift + log Σ e^{s_j - shift}
+  mpfi_add_fr(term.get(), term.get(), shift.get());
+  out.lse = term.doubles();
+  out.lse_fine = fine_of(term.get(), bits);
   for (std::size_t c = 0; c < d.width; ++c) {  // Step 4
     mpfi_set_ui(sum.get(), 0);
     for (std::size_t t = 0; t < n; ++t) {

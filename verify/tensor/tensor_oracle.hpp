@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <limits>
 #include <optional>
 #include <span>
 #include <vector>
@@ -37,6 +38,10 @@ struct RowEnclosure {
   double max_abs_value = 0;         ///< max |v_jc| over the keys of `keys` and all c
   std::vector<Interval> out;        ///< the Ev outputs, rounded outwards to doubles
   std::vector<FineEnclosure> fine;  ///< the Ev outputs, to the working precision
+  /// The row's log-sum-exp, natural log: log Σ_j e^{s_j} over the keys taking part (s_j as in
+  /// `scores`), rounded outwards and to the working precision; -inf (head -inf, radius 0) when empty.
+  Interval lse{-std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()};
+  FineEnclosure lse_fine{-std::numeric_limits<double>::infinity(), 0, 0};
   int bits = 0;                     ///< working precision of the last evaluation (53: the fast pass)
   bool capped = false;              ///< a target width was not reached at the cap
   bool fast = false;                ///< from enclose_row_fast (double intervals; every tail is 0)

@@ -25,6 +25,8 @@
 // Step 6 (output). y_c = N_c / Z, weights w_j = e_j / Z, both divisions rounded outwards. The
 // fine enclosure is the midpoint of [lo, hi] (tail 0) with the radius rounded up. One key: the
 // weight is exactly 1 and y = v exactly, as in the MPFI evaluation.
+// Step 7 (log-sum-exp). log Σ_j e^{s_j} = c + log Z: MPFR's log of Z's ends rounded down and up
+// (correctly rounded directed results), the addition of c rounded outwards. One key: s_j itself.
 // Range. Every quantity must stay finite (inputs up to 2^1024 can overflow a dot product or a
 // numerator) and Z's lower end positive (scores near 2^100 are enclosed ~2^47 wide): otherwise
 // the pass gives up (nullopt) and the caller uses MPFI, whose precision and exponent range are
@@ -84,6 +86,23 @@ Interval scale_of(const TensorProblem& p) {
   return {lo, mpfr_get_d(root.get(), MPFR_RNDU)};
 }
 
+// log x for x in [a.lo, a.hi], a.lo > 0, rounded outwards (MPFR's correctly rounded log).
+Interval log_enclosure(Interval a) {
+  MpfrFloat x(53), y(53);
+  mpfr_set_d(x.get(), a.lo, MPFR_RNDN);  // exact
+  mpfr_log(y.get(), x.get(), MPFR_RNDD);
+  const double lo = mpfr_get_d(y.get(), MPFR_RNDD);  // exact: y has 53 bits
+  mpfr_set_d(x.get(), a.hi, MPFR_RNDN);
+  mpfr_log(y.get(), x.get(), MPFR_RNDU);
+  return {lo, mpfr_get_d(y.get(), MPFR_RNDU)};
+}
+
+// The fine enclosure of a double interval: its midpoint and the distance to the farther end.
+FineEnclosure fine_of(Interval a) {
+  const double head = std::clamp(0.5 * a.lo + 0.5 * a.hi, a.lo, a.hi);
+  return {head, 0, std::max(next_up(a.hi - head), next_up(head - a.lo))};
+}
+
 // Steps 3-6 for a row of n >= 2 keys: weights and outputs.
 bool softmax_outputs(const std::vector<const double*>& values, std::size_t width, RowEnclosure& out) {
   const std::size_t n = out.scores.size();
@@ -112,6 +131,9 @@ bool softmax_outputs(const std::vector<const double*>& values, std::size_t width
   const Interval total{next_down(sum_lo * next_down(1 - gamma_of(count))),
                        next_up(sum_hi * next_up(1 + 2 * gamma_of(count)))};
   if (!(total.lo > 0) || !std::isfinite(total.hi)) return false;
+  out.lse = add({top, top}, log_enclosure(total));  // log Σ e^{s_j} = top + log Σ e^{s_j - top}
+  if (!finite(out.lse)) return false;
+  out.lse_fine = fine_of(out.lse);
   for (std::size_t t = 0; t < n; ++t) out.weights.push_back(divide_by_positive(e[t], total));  // Step 6
 
   std::vector<double> mid(width, 0.0), abs(width, 0.0), largest(width, 0.0);  // Step 5
@@ -131,9 +153,8 @@ bool softmax_outputs(const std::vector<const double*>& values, std::size_t width
     const Interval numerator{next_down(mid[c] - radius), next_up(mid[c] + radius)};
     if (!finite(numerator)) return false;
     const Interval y = divide_by_positive(numerator, total);
-    const double head = std::clamp(0.5 * y.lo + 0.5 * y.hi, y.lo, y.hi);
     out.out.push_back(y);
-    out.fine.push_back({head, 0, std::max(next_up(y.hi - head), next_up(head - y.lo))});
+    out.fine.push_back(fine_of(y));
     out.max_abs_value = std::max(out.max_abs_value, largest[c]);
   }
   return true;
@@ -175,8 +196,10 @@ std::optional<RowEnclosure> enclose_row_fast(const TensorProblem& p, std::size_t
     out.fine.assign(p.Ev, FineEnclosure{});
     return out;
   }
-  if (out.keys.size() == 1) {  // the weight is exactly 1
+  if (out.keys.size() == 1) {  // the weight is exactly 1, the log-sum-exp the score
     out.weights.push_back({1, 1});
+    out.lse = out.scores[0];
+    out.lse_fine = fine_of(out.lse);
     for (std::size_t c = 0; c < p.Ev; ++c) {
       const double v = values[0][c];
       out.out.push_back({v, v});

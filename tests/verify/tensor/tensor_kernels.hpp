@@ -70,10 +70,16 @@ struct KernelChoices {
   double (*round_query)(double) = nullptr;  ///< Q and K each scaled by √scale and rounded (PyTorch's math path)
   double (*round_scores)(double) = nullptr; ///< the scores rounded after Q·Kᵀ (after the scale) and after the bias add
   double (*convert_query)(double) = nullptr;  ///< Q converted, unscaled, before Q·Kᵀ (ggml: to its fp16 cache's format)
+  bool lse_in_log2 = false;       ///< bug: the LSE returned in the exps' log2 units, not converted (folded)
+  bool lse_max_unscaled = false;  ///< bug: the LSE's maximum taken from the unscaled q·k (folded, no bias)
 };
 
-/// Output [L, Ev] of the kernel described by `choices`, computed in T (float or double).
-template <class T> std::vector<double> attention_kernel(const Head& h, const KernelChoices& choices) {
+/// Output [L, Ev] of the kernel described by `choices`, computed in T (float or double); with `lse`,
+/// also each row's log-sum-exp as the kernel forms it (its maximum plus the log of its sum, in the
+/// exps' units; log2 units converted to natural by a multiplication by ln 2 in T), -inf for a row
+/// without keys.
+template <class T>
+std::vector<double> attention_kernel(const Head& h, const KernelChoices& choices, std::vector<double>* lse_out = nullptr) {
   const T inf = std::numeric_limits<T>::infinity();
   const T log2e = static_cast<T>(1.4426950408889634);
   const T scale = h.scale_defaulted ? T(1) / std::sqrt(static_cast<T>(h.E)) : static_cast<T>(h.scale);
@@ -175,10 +181,13 @@ template <class T> std::vector<double> attention_kernel(const Head& h, const Ker
         score[j] = dot * scale + b;
     }
     std::vector<T> y(h.Ev, T(0));
+    T row_lse = -inf;  // in the exps' units
     if (choices.splits <= 1) {
       const Partial all = run(0, h.S);
       for (std::size_t c = 0; c < h.Ev; ++c)
         y[c] = all.m == -inf ? T(0) : choices.normalize_first ? all.acc[c] : all.acc[c] / all.sum;
+      const T m = raw && !choices.lse_max_unscaled ? all.m * factor : all.m;
+      if (all.m != -inf) row_lse = m + (folded ? std::log2(all.sum) : std::log(all.sum));
     } else {
       // Flash-decoding: each partition's normalized output and LSE (in the exps' units: log2 when
       // folded), then lse = M + log Σ exp(lse_p - M) and y = Σ exp(lse_p - lse) o_p.
@@ -197,6 +206,7 @@ template <class T> std::vector<double> attention_kernel(const Head& h, const Ker
         T total = 0;
         for (T l : lse) total += expo(l - M);
         const T all = M + (folded ? std::log2(total) : std::log(total));
+        row_lse = all;
         for (std::size_t n = 0; n < parts.size(); ++n) {
           const T weight = expo(lse[n] - all);
           for (std::size_t c = 0; c < h.Ev; ++c) y[c] += weight * (parts[n].acc[c] / parts[n].sum);
@@ -205,6 +215,8 @@ template <class T> std::vector<double> attention_kernel(const Head& h, const Ker
     }
     for (std::size_t c = 0; c < h.Ev; ++c)
       out[i * h.Ev + c] = choices.round_out ? choices.round_out(y[c]) : static_cast<double>(y[c]);
+    const bool convert = folded && !choices.lse_in_log2;
+    if (lse_out) lse_out->push_back(static_cast<double>(convert ? row_lse * static_cast<T>(0.69314718055994531) : row_lse));
   }
   return out;
 }
@@ -213,6 +225,7 @@ template <class T> std::vector<double> attention_kernel(const Head& h, const Ker
 /// relative, far below any band) and its RowTerms rounded outwards by 2^-50 relative.
 struct ExactRow {
   std::vector<__float128> y;  ///< the exact output, to about 2^-100 relative to max|v|
+  __float128 lse = -std::numeric_limits<double>::infinity();  ///< log Σ_j e^{s_j}, natural; -inf without keys
   verify::RowTerms terms;
 };
 
@@ -267,6 +280,7 @@ inline ExactRow exact_row(const Head& h, std::size_t i) {
   Q128 total = 0;
   std::vector<Q128> w(keys.size());
   for (std::size_t t_ = 0; t_ < keys.size(); ++t_) total += (w[t_] = expq(s[t_] - top));
+  row.lse = top + logq(total);
   for (std::size_t t_ = 0; t_ < keys.size(); ++t_) {
     w[t_] /= total;
     t.gap.push_back(std::max(0.0, static_cast<double>(top - s[t_]) * down));

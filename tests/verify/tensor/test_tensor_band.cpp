@@ -159,6 +159,118 @@ std::vector<Variant> correct_variants(Rounding p, Rounding out) {
   };
 }
 
+// The log-sum-exp a kernel returns (Step L): |lse - exact| / stored_lse_band per row with keys;
+// every failure is reported when `expect_inside`. A row without keys must return -inf.
+double lse_usage(const Head& h, const std::vector<double>& lse, const Arithmetic& arithmetic, const LseFormat& format,
+                 bool expect_inside, const std::string& context) {
+  double worst = 0;
+  for (std::size_t i = 0; i < h.L; ++i) {
+    const ExactRow exact = exact_row(h, i);
+    if (exact.terms.keys == 0) {
+      if (expect_inside) {
+        EXPECT_EQ(lse[i], -HUGE_VAL) << context << ": row " << i;
+      }
+      continue;
+    }
+    const double natural = tensor_row_tier_bands(exact.terms, arithmetic, std::nullopt).lse;
+    const double abs_lse = std::fabs(static_cast<double>(exact.lse)) * (1 + 0x1p-50) + 0x1p-1000;
+    const double band = stored_lse_band(natural, abs_lse, format, arithmetic.compute);
+    const __float128 target = format.base2 ? exact.lse / logq(static_cast<__float128>(2)) : exact.lse;
+    const double err = static_cast<double>(fabsq(lse[i] - target));
+    const double usage = err / band;
+    worst = std::max(worst, std::isnan(usage) ? HUGE_VAL : usage);
+    if (expect_inside && !(err <= band)) {
+      ADD_FAILURE() << context << ": row " << i << " LSE " << lse[i] << " exact " << static_cast<double>(target)
+                    << " |err| " << err << " > δ " << band;
+      return worst;
+    }
+  }
+  return worst;
+}
+
+// Correct kernels' LSE within its band: every structure (tiles, reversed chunks, splits merged by
+// their LSE, exp2 with log2 e folded), every data kind (ties at the maximum, rising scores, a
+// rank-one score matrix with a huge range, -inf masks, scores spread over hundreds), S across tile
+// boundaries; the undeclared band and the one declaring the kernel's tile.
+template <class T> void expect_lse_within_band(const char* profile, LseFormat format) {
+  Arithmetic arithmetic = arithmetic_profile(profile).value();
+  std::vector<Variant> variants = correct_variants(nullptr, nullptr);
+  variants.push_back({"split-3", {.tile = 16, .splits = 3}});
+  variants.push_back({"split-4-folded", {.tile = 16, .scaling = Scaling::folded_exp2, .splits = 4}});
+  variants.push_back({"chunks-reversed", {.tile = 16, .chunk = 4, .reverse = true}});
+  for (std::size_t S : {1, 7, 17, 64, 300})
+    for (std::size_t E : {16, 64})
+      for (Data data : {Data::normal, Data::large_gap, Data::masked, Data::explicit_scale, Data::ascending, Data::equal,
+                        Data::low_rank, Data::duplicates}) {
+        const Head h = make_head(3, S, E, arithmetic.storage, data, static_cast<unsigned>(S + E));
+        for (const Variant& v : variants) {
+          if (format.base2 && v.choices.scaling == Scaling::folded_exp2) continue;  // converted twice here
+          std::vector<double> lse;
+          (void)attention_kernel<T>(h, v.choices, &lse);
+          if (format.base2)
+            for (double& x : lse) x = static_cast<double>(static_cast<T>(x) * static_cast<T>(1.4426950408889634));
+          const std::string context = std::string(profile) + " " + v.name + " S=" + std::to_string(S) +
+                                      " E=" + std::to_string(E) + " data=" + std::to_string(int(data));
+          Arithmetic undeclared = arithmetic;
+          lse_usage(h, lse, undeclared, format, true, context);
+          if (v.choices.tile == 16 && v.choices.splits == 1) {
+            Arithmetic declared = arithmetic;
+            declared.structure.key_tile = 16;
+            declared.structure.sum_chunk = v.choices.chunk == 0 ? 16 : v.choices.chunk;
+            declared.structure.splits = 1;
+            lse_usage(h, lse, declared, format, true, context + " key_tile=16");
+          }
+        }
+      }
+}
+
+TEST(TensorBandLse, Fp64KernelsWithinBand) { expect_lse_within_band<double>("fp64", {.storage = DType::fp64}); }
+TEST(TensorBandLse, Fp32KernelsWithinBand) { expect_lse_within_band<float>("fp32", {}); }
+TEST(TensorBandLse, HalfInputsFp32LseWithinBand) {
+  expect_lse_within_band<float>("fp16", {});
+  expect_lse_within_band<float>("bf16", {});
+}
+TEST(TensorBandLse, Base2WithinBand) { expect_lse_within_band<float>("fp32", {.base2 = true}); }
+TEST(TensorBandLse, Bf16StorageWithinBand) { expect_lse_within_band<float>("fp32", {.storage = DType::bf16}); }
+
+// The LSE bugs of the trackers, each caught on some data kind at S = 64: log2 units returned as
+// natural (PyTorch #181645), the maximum left unscaled, the running sum not rescaled, an fp16 exp;
+// and the declared tile narrows the band at S = 16384 at least tenfold.
+TEST(TensorBandLse, MutantsAreCaught) {
+  const Arithmetic fp32 = arithmetic_profile("fp32").value();
+  const std::vector<Variant> mutants = {
+      {"lse-in-log2", {.tile = 16, .scaling = Scaling::folded_exp2, .lse_in_log2 = true}},
+      {"lse-max-unscaled", {.tile = 16, .scaling = Scaling::folded_exp2, .lse_max_unscaled = true}},
+      {"sum-not-rescaled", {.tile = 16, .sum_not_rescaled = true}},
+      {"exp-in-fp16", {.tile = 16, .exp_in_fp16 = true}},
+  };
+  for (const Variant& v : mutants) {
+    double worst = 0;
+    for (Data data : {Data::normal, Data::ascending, Data::explicit_scale}) {
+      const Head h = make_head(3, 64, 16, DType::fp32, data, 21);
+      std::vector<double> lse;
+      (void)attention_kernel<float>(h, v.choices, &lse);
+      worst = std::max(worst, lse_usage(h, lse, fp32, {}, false, v.name));
+    }
+    EXPECT_GT(worst, 1) << v.name;
+  }
+  const Head h = make_head(1, 16384, 64, DType::fp32, Data::normal, 3);
+  const ExactRow exact = exact_row(h, 0);
+  Arithmetic declared = fp32;
+  declared.structure.key_tile = 128, declared.structure.sum_chunk = 128, declared.structure.splits = 1;
+  const double undeclared_band = tensor_row_tier_bands(exact.terms, fp32, std::nullopt).lse;
+  const double declared_band = tensor_row_tier_bands(exact.terms, declared, std::nullopt).lse;
+  EXPECT_GT(undeclared_band, 10 * declared_band) << undeclared_band << " vs " << declared_band;
+}
+
+TEST(TensorBandLse, RowWithoutKeysHasNoBand) {
+  RowTerms terms;
+  terms.abs_v_max = {1};
+  terms.abs_y = terms.y_lo = terms.y_hi = {0};
+  EXPECT_EQ(tensor_row_tier_bands(terms, arithmetic_profile("fp32").value(), std::nullopt).lse, 0);
+  EXPECT_EQ(stored_lse_band(0, 0, {}, DType::fp32), 0);
+}
+
 TEST(TensorBand, ProfilesByName) {
   const auto fp16 = arithmetic_profile("fp16");
   ASSERT_TRUE(fp16.ok());

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numbers>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -186,6 +188,110 @@ TEST(TensorCertify, PlainRatioIsReported) {
   // The exact result rounded is within half an ulp: never worse than the plain computation.
   EXPECT_LE(report.max_plain_ratio, 1.0 + 1e-9);
   EXPECT_GT(report.mean_plain_ratio, 0.0);
+}
+
+// The exact LSE of every row ([B, Hq, L]) rounded to fp32 (in base 2 when asked); -inf without keys.
+std::vector<double> rounded_lse(const TensorProblem& p, bool base2 = false) {
+  std::vector<double> lse;
+  for (std::size_t row = 0; row < p.batch * p.q_heads * p.L; ++row) {
+    const RowEnclosure e = enclose_row(p, row, 128);
+    lse.push_back(e.empty ? -HUGE_VAL : round_to(DType::fp32, base2 ? e.lse_fine.head / std::numbers::ln2 : e.lse_fine.head));
+  }
+  return lse;
+}
+
+std::size_t lse_at(const TensorProblem& p, std::size_t b, std::size_t h, std::size_t i) {
+  return (b * p.q_heads + h) * p.L + i;
+}
+
+TEST(TensorCertifyLse, OracleEnclosesTheLseInBothPasses) {
+  const TensorProblem p = problem(DType::fp32);
+  for (std::size_t row = 0; row < p.batch * p.q_heads * p.L; ++row) {
+    const RowEnclosure precise = enclose_row(p, row, 256);
+    const std::optional<RowEnclosure> fast = enclose_row_fast(p, row);
+    ASSERT_TRUE(fast.has_value());
+    if (precise.empty) {
+      EXPECT_EQ(precise.lse.lo, -HUGE_VAL);
+      EXPECT_EQ(fast->lse.hi, -HUGE_VAL);
+      continue;
+    }
+    // log Σ e^{s_j} by hand in long double, from the exact scores' midpoints.
+    long double total = 0, top = -HUGE_VALL;
+    for (const Interval& s : precise.scores) top = std::max<long double>(top, s.lo);
+    for (const Interval& s : precise.scores) total += std::exp(static_cast<long double>(s.lo) - top);
+    const double by_hand = static_cast<double>(top + std::log(total));
+    EXPECT_NEAR(precise.lse_fine.head, by_hand, 1e-14 * (1 + std::fabs(by_hand))) << "row " << row;
+    EXPECT_LE(precise.lse.lo, precise.lse_fine.head);
+    EXPECT_GE(precise.lse.hi, precise.lse_fine.head);
+    EXPECT_LE(precise.lse_fine.radius, 1e-30);  // head + tail hold ~106 bits
+    // The fast pass's wider enclosure holds the precise one.
+    EXPECT_LE(fast->lse.lo, precise.lse.lo) << "row " << row;
+    EXPECT_GE(fast->lse.hi, precise.lse.hi) << "row " << row;
+    EXPECT_LE(fast->lse.hi - fast->lse.lo, 1e-12);
+  }
+}
+
+TEST(TensorCertifyLse, RoundedExactLsePassesAndAMovedRowIsNamed) {
+  const TensorProblem p = problem(DType::fp32);
+  CertifyOptions options;
+  options.arithmetic = arithmetic_profile("fp32").value();
+  std::vector<double> lse = rounded_lse(p);
+  const TensorReport report = certify_lse(p, lse, options);
+  EXPECT_TRUE(report.passed) << report.summary();
+  EXPECT_EQ(report.elements_certified, 12u);
+  EXPECT_LT(report.max_band_usage, 0.1) << report.summary();
+  EXPECT_EQ(report.summary().find("plain"), std::string::npos);
+  lse[lse_at(p, 1, 0, 3)] = std::nextafter(static_cast<float>(lse[lse_at(p, 1, 0, 3)]), 1e9f) + 1e-4;
+  const TensorReport moved = certify_lse(p, lse, options);
+  EXPECT_FALSE(moved.passed);
+  EXPECT_FALSE(moved.statistical.passed);  // one band for both tiers
+  ASSERT_EQ(moved.failures.size(), 1u) << moved.summary();
+  EXPECT_EQ(moved.failures[0].index, (std::array<std::size_t, 4>{1, 0, 3, 0}));
+  EXPECT_EQ(moved.failures[0].reason, "outside band");
+  EXPECT_GT(moved.failures[0].usage, 1);
+}
+
+TEST(TensorCertifyLse, RowsWithoutKeysHoldTheDeclaredInfinity) {
+  const TensorProblem p = problem(DType::fp32);
+  CertifyOptions options;
+  options.arithmetic = arithmetic_profile("fp32").value();
+  std::vector<double> lse = rounded_lse(p);
+  ASSERT_EQ(lse[lse_at(p, 0, 0, 0)], -HUGE_VAL);  // query 0 sees no key
+  std::vector<double> plus = lse;
+  for (double& x : plus) x = x == -HUGE_VAL ? HUGE_VAL : x;
+  EXPECT_TRUE(certify_lse(p, plus, options, {.masked_plus_inf = true}).passed);
+  const TensorReport wrong = certify_lse(p, plus, options);
+  EXPECT_EQ(wrong.failure_count, 8u);  // 2 batches × 2 heads × queries 0 and 1
+  EXPECT_EQ(wrong.failures[0].reason, "masked row LSE not -inf");
+  lse[lse_at(p, 0, 1, 1)] = 0;  // FlashAttention 1 wrote 0 there
+  lse[lse_at(p, 1, 1, 4)] = std::nan("");
+  const TensorReport report = certify_lse(p, lse, options);
+  std::vector<std::string> reasons;
+  for (const TensorFailure& f : report.failures) reasons.push_back(f.reason);
+  std::sort(reasons.begin(), reasons.end());
+  EXPECT_EQ(reasons, (std::vector<std::string>{"NaN", "masked row LSE not -inf"}));
+}
+
+TEST(TensorCertifyLse, Base2IsItsOwnDeclaration) {
+  const TensorProblem p = problem(DType::fp32);
+  CertifyOptions options;
+  options.arithmetic = arithmetic_profile("fp32").value();
+  const std::vector<double> log2 = rounded_lse(p, true);
+  EXPECT_TRUE(certify_lse(p, log2, options, {.base2 = true}).passed);
+  const TensorReport natural = certify_lse(p, log2, options);
+  EXPECT_FALSE(natural.passed);
+  EXPECT_GT(natural.max_band_usage, 1000);
+  EXPECT_FALSE(certify_lse(p, rounded_lse(p), options, {.base2 = true}).passed);
+}
+
+TEST(TensorCertifyLse, SizeAndStructureAreContractErrors) {
+  const TensorProblem p = problem(DType::fp32);
+  std::vector<double> lse = rounded_lse(p);
+  lse.pop_back();
+  EXPECT_THROW((void)certify_lse(p, lse, {}), ContractError);
+  CertifyOptions bad;
+  bad.arithmetic.structure.sum_chunk = 0;
+  EXPECT_THROW((void)certify_lse(p, rounded_lse(p), bad), ContractError);
 }
 
 }  // namespace
