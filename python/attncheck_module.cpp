@@ -113,6 +113,8 @@ attn::verify::KernelStructure structure_of(std::optional<std::size_t> key_tile, 
   return s;
 }
 
+py::dict report_dict(const attn::verify::TensorReport& report);
+
 py::dict certify(const Array& out, const Array& query, const Array& key, const Array& value,
                  const std::optional<Array>& mask, const std::string& mask_kind, const std::string& causal,
                  std::optional<double> scale, const std::vector<std::size_t>& key_lengths,
@@ -121,7 +123,8 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
                  std::optional<std::size_t> key_tile, std::optional<std::size_t> sum_chunk, bool single_pass,
                  std::optional<std::size_t> splits, bool ordered, bool output_rounded,
                  std::optional<std::string> accumulator, std::optional<bool> query_in_storage,
-                 std::optional<std::string> kv_precision, std::size_t max_failures) {
+                 std::optional<std::string> kv_precision, std::size_t max_failures, const std::optional<Array>& lse,
+                 std::optional<std::string> lse_precision, bool lse_base2, bool lse_masked_plus_inf) {
   auto arithmetic = attn::verify::arithmetic_profile(precision);
   if (!arithmetic) throw py::value_error("precision: " + arithmetic.error().message);
   attn::verify::CertifyOptions options;
@@ -152,11 +155,28 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
   require(o[0] == problem.batch && o[1] == problem.q_heads && o[2] == problem.L && o[3] == problem.Ev,
           "out: shape must be [B, Hq, L, Ev] of query and value");
   const std::vector<double> output = values_of(out);
-  attn::verify::TensorReport report;
+  std::vector<double> lse_values;
+  attn::verify::LseFormat lse_format;
+  if (lse) {
+    require(static_cast<std::size_t>(lse->size()) == problem.batch * problem.q_heads * problem.L,
+            "lse: must hold B·Hq·L values ([B, Hq, L] of the query)");
+    lse_values = values_of(*lse);
+    lse_format.storage = format_named(lse_precision.value_or("fp32"), "lse");
+    lse_format.base2 = lse_base2;
+    lse_format.masked_plus_inf = lse_masked_plus_inf;
+  }
+  attn::verify::TensorReport report, lse_report;
   {
     const py::gil_scoped_release release;
     report = attn::verify::certify_tensor(problem, output, options);
+    if (lse) lse_report = attn::verify::certify_lse(problem, lse_values, options, lse_format);
   }
+  py::dict result = report_dict(report);
+  if (lse) result["lse"] = report_dict(lse_report);
+  return result;
+}
+
+py::dict report_dict(const attn::verify::TensorReport& report) {
   py::list failures;
   for (const auto& f : report.failures) failures.append(failure_tuple(f));
   py::dict result;
@@ -193,6 +213,9 @@ PYBIND11_MODULE(_attncheck, m) {
         py::arg("sum_chunk") = py::none(), py::arg("single_pass") = false, py::arg("splits") = py::none(),
         py::arg("ordered") = false, py::arg("output_rounded") = true, py::arg("accumulator") = py::none(),
         py::arg("query_in_storage") = py::none(), py::arg("kv_precision") = py::none(), py::arg("max_failures") = 100,
-        "Certifies out ([B, Hq, L, Ev]) for query/key/value ([B, H, *, *]), float64 arrays holding exact values; "
-        "returns the report as a dict. ValueError names the argument at fault.");
+        py::arg("lse") = py::none(), py::arg("lse_precision") = py::none(), py::arg("lse_base2") = false,
+        py::arg("lse_masked_plus_inf") = false,
+        "Certifies out ([B, Hq, L, Ev]) for query/key/value ([B, H, *, *]), float64 arrays holding exact values, "
+        "and lse ([B, Hq, L]) when given; returns the report as a dict (the LSE's under \"lse\"). ValueError "
+        "names the argument at fault.");
 }

@@ -32,7 +32,7 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
                     scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
                     weights_in_storage=None, rows=None, seed=0, tier="certified", alpha=1e-9, key_tile=None,
                     sum_chunk=None, single_pass=False, splits=None, ordered=False, accumulator=None,
-                    query_in_storage=None) -> Report:
+                    query_in_storage=None, lse=None, lse_base=None, masked_lse="-inf") -> Report:
     """Certifies ``out`` = SDPA(query, key, value, ...) and returns a Report (never raises on a wrong output).
 
     out, query, key, value: numpy arrays or torch tensors (float64, float32, float16; bfloat16
@@ -51,6 +51,13 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     ggml's decode path; the sum of the exps stays in compute). rows: certify a seeded sample of
     this many rows (default all); every element is still checked
     finite and fully masked rows zero.
+
+    lse: the kernel's log-sum-exp beside out, out's shape without its last axis ([B, Hq, L]; fp32
+    in FlashAttention whatever the inputs), certified against the exact log Σ_j e^{s_j} of each row
+    (s_j the scaled scores with the mask's bias) within its own band, in the same arithmetic and
+    declared structure; ``report.lse`` is its Report and ``report.passed`` needs both. lse_base:
+    None (natural log) or 2 (kernels that keep log2 units). masked_lse: what a row without keys
+    holds, "-inf" (the exact value) or "+inf" (FlashAttention 2's convention).
 
     Two tiers judge every certified element: the certified band (holds for every correct kernel in
     the arithmetic: a failure proves a bug) and the statistical band (holds under Model S, the
@@ -115,6 +122,17 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     for name, flag in (("single_pass", single_pass), ("ordered", ordered)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name}: expected a bool, got {type(flag).__name__}")
+    lse_values, lse_precision = None, None
+    if lse is not None:
+        lse_values, lse_dtype = as_exact_array(lse, "lse")
+        if lse_values.shape != out_values.shape[:-1]:
+            raise ValueError(f"lse: expected shape {tuple(out_values.shape[:-1])} (out's without its last axis), "
+                             f"got {tuple(lse_values.shape)}")
+        lse_precision = PRECISION_OF_DTYPE[lse_dtype]
+    if lse_base not in (None, 2):
+        raise ValueError(f"lse_base: expected None (natural log) or 2, got {lse_base!r}")
+    if masked_lse not in ("-inf", "+inf"):
+        raise ValueError(f"masked_lse: expected '-inf' or '+inf', got {masked_lse!r}")
     structure = {name: value for name, value in (("key_tile", key_tile), ("sum_chunk", sum_chunk),
                                                   ("single_pass", bool(single_pass) or None), ("splits", splits),
                                                   ("ordered", bool(ordered) or None))
@@ -129,14 +147,26 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
         kv_precision=None if k_dtype == q_dtype else PRECISION_OF_DTYPE[k_dtype], rows=rows, seed=seed, tier=tier, alpha=float(alpha),
         key_tile=key_tile, sum_chunk=sum_chunk, single_pass=bool(single_pass), splits=splits,
         ordered=bool(ordered), output_rounded=not _widened(out_dtype, q_dtype, explicit_precision),
-        accumulator=accumulator)
+        accumulator=accumulator, lse=None if lse_values is None else lse_values.reshape(-1),
+        lse_precision=lse_precision, lse_base2=lse_base == 2, lse_masked_plus_inf=masked_lse == "+inf")
 
     def index_of(index4):  # the element's index in out's own rank
         b, h, i, c = index4
         return (b, h, i, c) if rank == 4 else (b, i, c) if rank == 3 else (i, c)
 
-    return Report._from_native(native, index_of, int(out_values.size), precision, seed, tier=tier, alpha=float(alpha),
-                               structure=structure, notes=notes)
+    def lse_index_of(index4):  # the row's index in lse's own rank
+        b, h, i, _ = index4
+        return (b, h, i) if rank == 4 else (b, i) if rank == 3 else (i,)
+
+    report = Report._from_native(native, index_of, int(out_values.size), precision, seed, tier=tier,
+                                 alpha=float(alpha), structure=structure, notes=notes)
+    if lse_values is not None:
+        lse_notes = [f"log-sum-exp in base {'2' if lse_base == 2 else 'e'}, stored as {lse_precision}; rows without "
+                     f"keys must hold {masked_lse}; one band decides both tiers"]
+        report.lse = Report._from_native(native["lse"], lse_index_of, int(lse_values.size), precision, seed,
+                                         tier=tier, alpha=float(alpha), structure=structure, notes=lse_notes)
+        report.passed = report.passed and report.lse.passed
+    return report
 
 
 def assert_attention_close(out, query, key, value, **kwargs) -> None:
@@ -147,6 +177,13 @@ def assert_attention_close(out, query, key, value, **kwargs) -> None:
     report = check_attention(out, query, key, value, **kwargs)
     if report.passed:
         return
+    if report.failure_count == 0 and report.lse is not None:  # out passed: the LSE failed
+        lse = report.lse
+        raise AssertionError(
+            f"Attention LSE is not within its {lse.tier} band ({lse.precision})!\n\n"
+            f"Mismatched rows: {lse.failure_count} / {lse.elements_total}\n"
+            f"Worst row at {lse.worst.describe()}\n"
+            f"Greatest band usage: {lse.max_band_usage:.9g} (at most 1 allowed)")
     worst = report.worst
     share = 100.0 * report.failure_count / max(report.elements_total, 1)
     raise AssertionError(

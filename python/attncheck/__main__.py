@@ -67,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="P·V accumulated in this format, coarser than compute (ggml's decode path: fp16)")
     check.add_argument("--query-in-storage", action="store_true",
                        help="the query rounded to the key's dtype before Q·Kᵀ (ggml with an fp16 KV cache)")
+    check.add_argument("--lse", metavar="FILE.npy",
+                       help="the kernel's log-sum-exp, out's shape without its last axis, certified too")
+    check.add_argument("--lse-base", choices=("e", "2"), default="e", help="the LSE's log base (default e)")
+    check.add_argument("--masked-lse", choices=("-inf", "+inf"), default="-inf",
+                       help="what a row without keys holds in the LSE (+inf: FlashAttention 2)")
     check.add_argument("--json", metavar="FILE", help="write the report as JSON")
     return parser
 
@@ -81,6 +86,7 @@ def _load(path: str):
 def _check(args) -> int:
     arrays = {name: _load(getattr(args, name)) for name in ("query", "key", "value", "out")}
     mask = _load(args.attn_mask) if args.attn_mask else None
+    lse = _load(args.lse) if args.lse else None
     lengths = None
     if args.key_lengths:
         try:
@@ -93,7 +99,8 @@ def _check(args) -> int:
                              rows=args.rows, seed=args.seed, tier=args.tier, alpha=args.alpha,
                              key_tile=args.key_tile, sum_chunk=args.sum_chunk, single_pass=args.single_pass,
                              splits=args.splits, ordered=args.ordered, accumulator=args.accumulator,
-                             query_in_storage=args.query_in_storage or None)
+                             query_in_storage=args.query_in_storage or None, lse=lse,
+                             lse_base=2 if args.lse_base == "2" else None, masked_lse=args.masked_lse)
     print(report)
     if args.json:
         try:
@@ -102,8 +109,12 @@ def _check(args) -> int:
         except OSError as error:
             raise ValueError(f"{args.json}: {error.strerror}") from None
     if not report.passed:
-        print(f"attncheck: FAILED, {report.failure_count} element(s); worst at {report.worst.describe()}",
-              file=sys.stderr)
+        if report.failure_count:
+            print(f"attncheck: FAILED, {report.failure_count} element(s); worst at {report.worst.describe()}",
+                  file=sys.stderr)
+        if report.lse is not None and not report.lse.passed:
+            print(f"attncheck: LSE FAILED, {report.lse.failure_count} row(s); worst at {report.lse.worst.describe()}",
+                  file=sys.stderr)
         return FAILED
     return PASSED
 

@@ -77,6 +77,7 @@ class Report:
     notes: list = dataclasses.field(default_factory=list)  #: how the precision was inferred, when out's dtype differs
     consistent_with: list = None  #: on a failure: the standard profiles of the inputs' dtype under which out passes
     unbounded_elements: int = 0  #: elements with no finite certified band at this length (passed vacuously)
+    lse: "Report" = None  #: the LSE's own Report (check_attention's lse=); ``passed`` needs it to pass too
 
     def __bool__(self) -> bool:
         return self.passed
@@ -89,6 +90,8 @@ class Report:
     def __str__(self) -> str:
         if self.passed:
             verdict = f"attncheck: passed ({self.precision})"
+        elif self.failure_count == 0:  # out passed, its LSE did not
+            verdict = f"attncheck: FAILED ({self.precision}): out passed, the LSE failed"
         else:
             verdict = (f"attncheck: FAILED ({self.precision}): {self.failure_count} of {self.elements_total} elements; "
                        f"worst at {self.worst.describe()}")
@@ -110,8 +113,16 @@ class Report:
         notes = "".join(f"\nnote: {note}" for note in self.notes)
         if self.consistent_with is not None:
             notes += f"\ndiagnosis: {self.diagnosis()}"
+        lse = ""
+        if self.lse is not None:
+            state = ("passed" if self.lse.passed else
+                     f"FAILED: {self.lse.failure_count} of {self.lse.elements_total} rows; worst at "
+                     f"{self.lse.worst.describe()}")
+            lse = (f"\nlse: {state}; band usage max {_number(self.lse.max_band_usage)}, "
+                   f"{self.lse.rows_checked} of {self.lse.rows_total} rows certified"
+                   + "".join(f"\nlse note: {note}" for note in self.lse.notes))
         return (f"{verdict}\nband usage max {_number(self.max_band_usage)}, mean {_number(self.mean_band_usage)}; "
-                f"{coverage}{capped}{tiers}{notes}")
+                f"{coverage}{capped}{tiers}{notes}{lse}")
 
     def diagnosis(self) -> str:
         """On a failure, which standard arithmetic the output is consistent with (README, "Profiles")."""
@@ -125,14 +136,27 @@ class Report:
 
     def to_json(self, **dumps_options) -> str:
         """The report as strict JSON (NaN and infinities as the strings "NaN", "Infinity", "-Infinity")."""
-        data = dataclasses.asdict(self)
+        return json.dumps(_encode(self._to_dict()), allow_nan=False, **dumps_options)
+
+    def _to_dict(self) -> dict:
+        data = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        data = {k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
         data["failures"] = [f._asdict() for f in self.failures]
-        return json.dumps(_encode(data), allow_nan=False, **dumps_options)
+        for tier in ("certified", "statistical"):
+            if data[tier] is not None:
+                data[tier] = list(data[tier])
+        data["lse"] = None if self.lse is None else self.lse._to_dict()
+        return data
 
     @classmethod
     def from_json(cls, text: str) -> "Report":
         """The report to_json wrote."""
-        data = json.loads(text)
+        return cls._from_dict(json.loads(text))
+
+    @classmethod
+    def _from_dict(cls, data: dict) -> "Report":
+        if data.get("lse") is not None:
+            data["lse"] = cls._from_dict(data["lse"])
         for field in _FLOAT_FIELDS:
             if field in data:
                 data[field] = _decode(data[field])

@@ -9,6 +9,7 @@ import torch
 
 import attncheck
 from sdpa_reference import sdpa
+from tiled_reference import tiled_sdpa
 
 
 def random_problem(dtype=np.float32, shape=(2, 3, 5, 8), S=7, Ev=4, seed=0):
@@ -325,3 +326,89 @@ def test_an_fp32_query_reads_an_fp16_cache_as_ggml_does():
     assert not attncheck.check_attention(ggml, q, k, v, tier="statistical").passed  # the conversion is an error
     declared = attncheck.check_attention(ggml, q, k, v, query_in_storage=True, tier="statistical")
     assert declared.passed and declared.certified.passed
+
+
+# The log-sum-exp beside the output (check_attention's lse=).
+
+def lse_problem(seed=3):
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((2, 4, 9, 16)).astype(np.float32)  # GQA: 4 query heads over 2 kv heads
+    k = rng.standard_normal((2, 2, 40, 16)).astype(np.float32)
+    v = rng.standard_normal((2, 2, 40, 8)).astype(np.float32)
+    mask = rng.random((9, 40)) < 0.8
+    return q, k, v, mask
+
+
+def test_lse_of_a_tiled_kernel_passes_with_masks_causal_and_gqa():
+    q, k, v, mask = lse_problem()
+    out, lse = tiled_sdpa(q[..., :3, :], k[..., :2, :], v[..., :2, :], is_causal=True, causal_alignment="bottom-right",
+                          enable_gqa=True, return_lse=True)  # L = 3 > S = 2: query 0 sees no key
+    report = attncheck.check_attention(out, q[..., :3, :], k[..., :2, :], v[..., :2, :], is_causal=True,
+                                       causal_alignment="bottom-right", enable_gqa=True, lse=lse)
+    assert report.passed and report.lse.passed, str(report)
+    assert np.isneginf(lse[:, :, 0]).all()
+    out, lse = tiled_sdpa(q, k, v, attn_mask=mask, enable_gqa=True, return_lse=True)
+    report = attncheck.check_attention(out, q, k, v, attn_mask=mask, enable_gqa=True, lse=lse, key_tile=16,
+                                       sum_chunk=16, splits=1)
+    assert report.passed, str(report)
+    assert report.lse.rows_checked == report.lse.rows_total == 2 * 4 * 9
+    assert 0 < report.lse.max_band_usage < 1
+    assert "lse: passed" in str(report)
+    assert attncheck.Report.from_json(report.to_json()) == report
+
+
+def test_lse_bugs_fail_naming_the_row():
+    q, k, v, mask = lse_problem()
+    out, lse = tiled_sdpa(q, k, v, attn_mask=mask, enable_gqa=True, return_lse=True)
+    # log2 units returned as natural (PyTorch #181645): caught; declared with lse_base=2 it passes.
+    log2 = (lse / np.float32(np.log(2))).astype(np.float32)
+    assert not attncheck.check_attention(out, q, k, v, attn_mask=mask, enable_gqa=True, lse=log2).passed
+    assert attncheck.check_attention(out, q, k, v, attn_mask=mask, enable_gqa=True, lse=log2, lse_base=2).passed
+    # The running sum not rescaled: the output and the LSE both fail.
+    _, bad_lse = tiled_sdpa(q, k, v, attn_mask=mask, enable_gqa=True, rescale_sum=False, return_lse=True)
+    assert not attncheck.check_attention(out, q, k, v, attn_mask=mask, enable_gqa=True, lse=bad_lse).lse.passed
+    # One row's LSE off by 1e-4: named in lse's own rank, out untouched.
+    moved = lse.copy()
+    moved[1, 3, 5] += 1e-4
+    report = attncheck.check_attention(out, q, k, v, attn_mask=mask, enable_gqa=True, lse=moved)
+    assert not report.passed and report.failure_count == 0
+    assert report.lse.failure_count == 1 and report.lse.worst.index == (1, 3, 5)
+    assert report.lse.worst.reason == "outside band"
+    assert "out passed, the LSE failed" in str(report) and "lse: FAILED: 1 of 72 rows" in str(report)
+    with pytest.raises(AssertionError, match=r"(?s)LSE is not within its certified band.*index \(1, 3, 5\)"):
+        attncheck.assert_attention_close(out, q, k, v, attn_mask=mask, enable_gqa=True, lse=moved)
+
+
+def test_rows_without_keys_hold_the_declared_infinity():
+    q, k, v, _ = lse_problem()
+    mask = np.ones((9, 40), dtype=bool)
+    mask[4] = False  # query 4 sees no key
+    out, lse = tiled_sdpa(q, k, v, attn_mask=mask, enable_gqa=True, return_lse=True)
+    assert np.isneginf(lse[..., 4]).all()
+    assert attncheck.check_attention(out, q, k, v, attn_mask=mask, enable_gqa=True, lse=lse).passed
+    flash = np.where(np.isneginf(lse), np.inf, lse).astype(np.float32)  # FlashAttention 2 writes +inf
+    assert attncheck.check_attention(out, q, k, v, attn_mask=mask, enable_gqa=True, lse=flash,
+                                     masked_lse="+inf").passed
+    report = attncheck.check_attention(out, q, k, v, attn_mask=mask, enable_gqa=True, lse=flash)
+    assert report.lse.failure_count == 2 * 4 and report.lse.worst.reason == "masked row LSE not -inf"
+
+
+def test_torch_logsumexp_is_a_certified_client():
+    q, k, v, mask = (torch.from_numpy(x) for x in lse_problem())
+    k, v = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(16)
+    out = torch.softmax(scores, dim=-1) @ v
+    report = attncheck.check_attention(out, q, k, v, lse=torch.logsumexp(scores, dim=-1))
+    assert report.passed, str(report)
+    assert report.lse.precision == "fp32"
+
+
+def test_lse_argument_errors_name_the_argument():
+    q, k, v, _ = lse_problem()
+    out, lse = tiled_sdpa(q, k, v, enable_gqa=True, return_lse=True)
+    with pytest.raises(ValueError, match=r"lse: expected shape \(2, 4, 9\)"):
+        attncheck.check_attention(out, q, k, v, enable_gqa=True, lse=lse[..., :4])
+    with pytest.raises(ValueError, match="lse_base"):
+        attncheck.check_attention(out, q, k, v, enable_gqa=True, lse=lse, lse_base=10)
+    with pytest.raises(ValueError, match="masked_lse"):
+        attncheck.check_attention(out, q, k, v, enable_gqa=True, lse=lse, masked_lse="nan")

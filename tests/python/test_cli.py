@@ -47,6 +47,22 @@ def test_one_element_changed_by_1e_3_relative_fails_naming_it(files):
     assert "worst at index (0, 1, 4, 5): outside band, got" in result.stderr
 
 
+def test_the_lse_in_base_2_and_a_wrong_one(files):
+    q, k = (torch.from_numpy(np.load(files / f"{name}.npy")) for name in ("q", "k"))
+    mask = torch.from_numpy(np.load(files / "m.npy"))
+    scores = (q @ k.transpose(-1, -2)) / 8 ** 0.5
+    lse = torch.logsumexp(scores.masked_fill(~mask, -float("inf")), dim=-1)
+    np.save(files / "lse2.npy", (lse / np.log(2)).numpy())
+    result = run(*ARGS, "--lse", "lse2.npy", "--lse-base", "2", "--json", "r.json", cwd=files)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "lse: passed" in result.stdout
+    assert json.loads((files / "r.json").read_text())["lse"]["passed"] is True
+    result = run(*ARGS, "--lse", "lse2.npy", cwd=files)  # log2 values read as natural
+    assert result.returncode == 1
+    assert result.stderr.startswith("attncheck: LSE FAILED, 12 row(s); worst at index (0, ")
+    assert result.stderr.count("\n") == 1
+
+
 @pytest.mark.parametrize("args", [
     [],
     ["verify"],

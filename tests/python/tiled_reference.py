@@ -2,13 +2,14 @@
 (running maximum m, rescale factor α = exp(m_old - m_new) applied to the running sum and to the
 accumulator), in float32 (float64 for float64 inputs). With rescale_sum=False it forgets to rescale
 the running sum, a bug that shows only once a later tile raises a row's maximum: never below
-`tile` keys."""
+`tile` keys. With return_lse=True it also returns each row's log-sum-exp as FlashAttention forms it
+(the running maximum plus the log of the running sum, in the compute dtype; -inf without keys)."""
 
 import numpy as np
 
 
 def tiled_sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False,
-               causal_alignment="top-left", tile=16, rescale_sum=True):
+               causal_alignment="top-left", tile=16, rescale_sum=True, return_lse=False):
     dtype = query.dtype
     compute = np.dtype(np.float64 if dtype == np.float64 else np.float32)
     q, k, v = (np.asarray(x, dtype=compute) for x in (query, key, value))
@@ -39,7 +40,11 @@ def tiled_sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, e
             acc = acc * alpha + p @ v[..., j0:j0 + tile, :]
             m = m_new
     out = np.where(total > 0, acc / np.where(total > 0, total, compute.type(1)), compute.type(0))
-    return out.astype(dtype)
+    if not return_lse:
+        return out.astype(dtype)
+    with np.errstate(divide="ignore"):  # a row without keys: -inf + log 0 = -inf
+        lse = m[..., 0] + np.log(total[..., 0])  # FlashAttention's softmax_lse: max + log(sum), in compute
+    return out.astype(dtype), lse
 
 
 def forgets_to_rescale_the_sum(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False,
