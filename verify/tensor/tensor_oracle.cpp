@@ -268,6 +268,8 @@ std::vector<double> plain_row_in(const TensorProblem& p, std::size_t row, const 
 
 }  // namespace
 
+FineEnclosure fine_enclosure(const MpfiInterval& x) { return fine_of(x.get(), mpfi_get_prec(x.get())); }
+
 RowEnclosure enclose_row(const TensorProblem& problem, std::size_t row, int bits) {
   return evaluate(prepare(problem, row), std::max(bits, 64));
 }

@@ -26,6 +26,12 @@ struct FineEnclosure {
   double radius = 0;  ///< rounded upwards
 };
 
+class MpfiInterval;  // numeric/mpfr.hpp
+
+/// The fine enclosure of an MPFI interval: its midpoint as head + tail, the radius rounded up
+/// (exact sums: no cancellation error). A point interval has radius 0.
+[[nodiscard]] FineEnclosure fine_enclosure(const MpfiInterval& x);
+
 /// One row (b, h, i) of a problem, enclosed.
 struct RowEnclosure {
   bool empty = false;               ///< no key takes part: every output is exactly 0
