@@ -3,8 +3,10 @@
 // GQA, key lengths, a given or defaulted scale, key and value in a format of their own, and a
 // declared kernel structure. Properties: the exact output rounded once to the storage format passes
 // both tiers; the same output moved by twice the certified band at one element of a row with keys
-// fails both tiers (the statistical band is never wider) and names that element; nothing crashes,
-// nothing is NaN in a verdict.
+// fails both tiers (the statistical band is never wider) and names that element; the exact LSE
+// rounded to fp32 passes certify_lse and one row's moved by twice its band fails naming that row;
+// nothing crashes, nothing is NaN in a verdict.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -101,12 +103,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t rows = p.batch * p.q_heads * p.L;
   // The exact output rounded once to the storage format; fully masked rows +0.
   std::vector<double> exact(rows * p.Ev, 0.0);
+  std::vector<double> lse(rows, -std::numeric_limits<double>::infinity());  // the exact LSE rounded to fp32
   std::vector<std::size_t> with_keys;
   for (std::size_t row = 0; row < rows; ++row) {
     if (!row_has_keys(p, row)) continue;
     with_keys.push_back(row);
     const RowEnclosure e = enclose_row(p, row, 128);
     for (std::size_t c = 0; c < p.Ev; ++c) exact[output_index(p, row, c)] = round_to(p.dtype, e.fine[c].head);
+    lse[row] = round_to(DType::fp32, e.lse_fine.head);
+  }
+  // Scores beyond fp32's range have no fp32 LSE: those inputs check the output only.
+  bool lse_finite = true;
+  for (std::size_t row : with_keys) lse_finite = lse_finite && std::isfinite(lse[row]);
+  if (lse_finite) {
+    const TensorReport lse_report = certify_lse(p, lse, options);
+    require(lse_report.passed, "the exactly rounded LSE passes", lse_report.summary());
   }
   const TensorReport report = certify_tensor(p, exact, options);
   require(report.certified.passed && report.statistical.passed, "the exactly rounded output passes both tiers",
@@ -125,6 +136,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   double x = round_to(p.dtype, target);
   while (std::isfinite(x) && std::fabs(x - e.fine[c].head) < 2 * delta)
     x = round_to(p.dtype, x + direction * ulp_of(p.dtype, x) * 0.75);  // the next value of the format
+  if (lse_finite) {  // the row's LSE moved by twice its band fails, naming the row
+    const double abs_lse = std::max(std::fabs(e.lse.lo), std::fabs(e.lse.hi));
+    const double lse_delta = stored_lse_band(bands.lse, abs_lse, {}, options.arithmetic.compute);
+    require(lse_delta > 0, "0 < LSE band");
+    double l = round_to(DType::fp32, e.lse_fine.head + direction * 2 * lse_delta);
+    while (std::isfinite(l) && std::fabs(l - e.lse_fine.head) < 2 * lse_delta)
+      l = round_to(DType::fp32, l + direction * ulp_of(DType::fp32, l) * 0.75);
+    if (std::isfinite(l) && std::isfinite(lse_delta)) {  // an unbounded band passes everything
+      std::vector<double> moved_lse = lse;
+      moved_lse[row] = l;
+      const TensorReport wrong_lse = certify_lse(p, moved_lse, options);
+      const RowIndex at = row_index(p, row);
+      require(!wrong_lse.passed && wrong_lse.failures.size() == 1 &&
+                  wrong_lse.failures[0].index == std::array<std::size_t, 4>{at.b, at.h, at.i, 0} &&
+                  wrong_lse.failures[0].usage > 1.9,
+              "an LSE moved by 2δ fails, naming its row", wrong_lse.summary());
+    }
+  }
   if (!std::isfinite(x)) return 0;  // beyond the format's range: not an output a kernel can hold
   moved[output_index(p, row, c)] = x;
   const TensorReport wrong = certify_tensor(p, moved, options);
