@@ -130,15 +130,22 @@
 // (FlashAttention: row_max·scale + log(row_sum)). With M = m_T, the maximum its exps were taken
 // against (Step 3): ℓ̂ = Σ_j ê_j θ_D + flushes, ê_j = e^{s_j - m_T} λ_j (Step 4), so
 //   ℓ̂ / Σ_j e^{s_j - m_T} = θ_D Σ_j w_j λ_j + φ,
-// the θ's of positive terms averaging into one (Step 6), |φ| <= F := N λ / low (the N flushes of
-// U, each <= λ against a sum >= low). Σ_j w_j λ_j is a mean of the λ_j, so it lies in
+// the θ's of positive terms averaging into one (Step 6), |φ| <= F := N λ e^{Tη'} / (low (1 - γ_D))
+// (the N flushes of U, each <= λ and carried through later rescales, against the computed sum
+// >= low (1 - γ_D)). Σ_j w_j λ_j is a mean of the λ_j, so it lies in
 // [e^{-max x_j}, e^{max x_j}] (x_j the exponent of m_j), and in [1 - M̄, 1 + M̄]: its log is at
 // most min(-log1p(-M̄), max_j x_j) in size. The M̂ returned may be another rounding of the same
 // maximum (natural units against exp2's, say): |M̂ - m_T| <= (γ_{c_σ+4} + γ_2) P, as in Step 3.
-// log is accurate to exp_ulps ulps, 2·exp_ulps·u |log ℓ̂| <= 2·exp_ulps·u Λ (|log ℓ̂| <= Λ, Step 7),
-// and the add rounds once, u |l̂| <= u (P + Λ). So
+// log is accurate to 2·exp_ulps·u max(1, |log ℓ̂|) absolutely (a judgement, as for exp; GPU
+// intrinsics such as __logf are accurate absolutely near 1), <= 2·exp_ulps·u Λ (1 <= Λ, |log ℓ̂| <= Λ,
+// Step 7); the add rounds once, u |l̂| <= u (P + Λ); a kernel in log2 units may convert the whole
+// l̂ by a rounded ln 2, γ_2 (P + Λ). So
 //   |l̂ - λ| <= min(-log1p(-M̄), max_j x_j) - log1p(-γ_D) - log1p(-F) + (γ_{c_σ+4} + γ_2) P
-//              + 2·exp_ulps·u Λ + u (P + Λ)   [+ x_split + x_common with p > 1 splits].
+//              + 2·exp_ulps·u Λ + (u + γ_2)(P + Λ)   [+ x_split + x_common with p > 1 splits].
+// Judgements: the exps and the sum of the LSE are those of the output, in `compute`, summing the
+// unrounded P (FlashAttention, Triton, ggml); torch.logsumexp on bf16 scores runs its exps and sum
+// in bf16 and a kernel summing P rounded to storage errs by ~u_s: both are outside this model
+// (declare compute = bf16 for the former).
 // With splits, l̂ = log Σ_q e^{l̂se_q} + τ (Step 7) and each l̂se_q errs by log(θ_D Σ_{j in q}
 // w_j^(q) λ_j) and F_p, w^(q) the weights within split q; the splits' softmax weights π_q times
 // w_j^(q) are the w_j, so log Σ_q π_q e^{ε_q} is again the mean above times e^{±x_split}, and τ
@@ -946,11 +953,13 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
     double x_max = 0;
     for (std::size_t j = 0; j < t.keys; ++j) x_max = std::max(x_max, x[j]);
     const double mean = usable ? std::min(-std::log1p(-M_bar), x_max) : x_max;  // |log Σ w_j λ_j|
-    const double flushed = flushes * lambda / low;
-    const double terms =
-        mean - std::log1p(-gamma_of(depth, u)) + (flushed < 0.5 ? -std::log1p(-flushed) : kInfinity);
+    const double g_depth = gamma_of(depth, u);
+    const double flushed = flushes * lambda * std::exp(chain) / (low * (1 - g_depth));
+    const double terms = mean - std::log1p(-g_depth) + (flushed < 0.5 ? -std::log1p(-flushed) : kInfinity);
     const double maximum = (gamma_of(c_sigma + 4, u) + g2) * P;  // M̂ against the maximum inside the exps
-    const double log_and_add = 2 * arithmetic.exp_ulps * u * Lambda + u * (P + Lambda);
+    // log within 2·exp_ulps·u·max(1, |log ℓ̂|) <= 2·exp_ulps·u·Λ (Λ >= 1), the add, and a conversion
+    // of the whole l̂ from log2 units by a rounded ln 2 (γ_2 of |l̂| <= P + Λ).
+    const double log_and_add = 2 * arithmetic.exp_ulps * u * Lambda + (u + g2) * (P + Lambda);
     const double lse = terms + maximum + log_and_add + (split ? x_split + x_common : 0.0);
     out.lse = std::isnan(lse) ? kInfinity : lse * kSafety;
   }
