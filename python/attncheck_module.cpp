@@ -14,6 +14,7 @@
 
 #include "tensor/tensor.hpp"
 #include "tensor/tensor_band.hpp"
+#include "tensor/tensor_backward.hpp"
 #include "tensor/tensor_certify.hpp"
 
 namespace py = pybind11;
@@ -202,6 +203,36 @@ py::dict report_dict(const attn::verify::TensorReport& report) {
   return result;
 }
 
+// The exact gradients' midpoints, rounded to doubles, shaped as query, key and value.
+py::tuple gradients(const Array& dout, const Array& query, const Array& key, const Array& value,
+                    const std::optional<Array>& mask, const std::string& mask_kind, const std::string& causal,
+                    std::optional<double> scale, const std::vector<std::size_t>& key_lengths,
+                    const std::string& precision, std::optional<std::string> kv_precision, int bits) {
+  std::optional<attn::verify::DType> kv_dtype;
+  if (kv_precision) kv_dtype = format_named(*kv_precision, "key");
+  const TensorProblem problem = make_problem(query, key, value, mask, mask_kind, causal, scale, key_lengths,
+                                             format_named(precision, "precision"), kv_dtype);
+  if (auto ok = attn::verify::validate(problem); !ok) throw py::value_error(ok.error().message);
+  const auto d = shape4(dout, "dout");
+  require(d[0] == problem.batch && d[1] == problem.q_heads && d[2] == problem.L && d[3] == problem.Ev,
+          "dout: shape must be [B, Hq, L, Ev] of query and value");
+  require(bits >= 64 && bits <= 4096, "bits: must be in [64, 4096]");
+  const std::vector<double> upstream = values_of(dout);
+  if (auto ok = attn::verify::validate_dout(problem, upstream); !ok) throw py::value_error(ok.error().message);
+  attn::verify::GradientEnclosure g;
+  {
+    const py::gil_scoped_release release;
+    g = attn::verify::enclose_gradients(problem, upstream, bits);
+  }
+  const auto array = [](const std::vector<attn::verify::FineEnclosure>& values, const Array& like) {
+    py::array_t<double> out(std::vector<py::ssize_t>(like.shape(), like.shape() + like.ndim()));
+    double* data = out.mutable_data();
+    for (std::size_t n = 0; n < values.size(); ++n) data[n] = values[n].head + values[n].tail;
+    return out;
+  };
+  return py::make_tuple(array(g.dq, query), array(g.dk, key), array(g.dv, value));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_attncheck, m) {
@@ -218,4 +249,9 @@ PYBIND11_MODULE(_attncheck, m) {
         "Certifies out ([B, Hq, L, Ev]) for query/key/value ([B, H, *, *]), float64 arrays holding exact values, "
         "and lse ([B, Hq, L]) when given; returns the report as a dict (the LSE's under \"lse\"). ValueError "
         "names the argument at fault.");
+  m.def("gradients", &gradients, py::arg("dout"), py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(),
+        py::arg("mask"), py::arg("mask_kind"), py::arg("causal"), py::arg("scale"), py::arg("key_lengths"),
+        py::arg("precision"), py::arg("kv_precision") = py::none(), py::arg("bits") = 128,
+        "The exact gradients (dq, dk, dv) of sum(dout * SDPA(...)) as float64 arrays shaped as query, key, value "
+        "([B, H, *, *] float64 arrays holding exact values). ValueError names the argument at fault.");
 }

@@ -25,7 +25,8 @@ from ._inputs import ALIGNMENTS, PRECISION_OF_DTYPE, PRECISIONS, as_exact_array,
 from ._inputs import mask_to_rank4, to_rank4
 from ._report import Failure, Report, Verdict
 
-__all__ = ["check_attention", "assert_attention_close", "Report", "Failure", "Verdict", "conformance", "strategies"]
+__all__ = ["check_attention", "assert_attention_close", "exact_gradients", "Report", "Failure", "Verdict",
+           "conformance", "strategies"]
 
 
 def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, causal_alignment="top-left",
@@ -74,35 +75,16 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     argument at fault.
     """
     out_values, out_dtype = as_exact_array(out, "out")
-    q, q_dtype = as_exact_array(query, "query")
-    k, k_dtype = as_exact_array(key, "key")
-    v, v_dtype = as_exact_array(value, "value")
-    if v_dtype != k_dtype:
-        raise TypeError(f"value: dtype {v_dtype} differs from the key's {k_dtype} (key and value share one storage "
-                        f"format; the query's may differ)")
+    call = _sdpa_call(out_values, "out", query, key, value, attn_mask, is_causal, causal_alignment, scale,
+                      enable_gqa, key_lengths)
+    q, k, v, q_dtype, k_dtype, rank = call.q, call.k, call.v, call.q_dtype, call.k_dtype, call.q.ndim
+    mask, mask_kind, lengths = call.mask, call.mask_kind, call.lengths
     explicit_precision = precision is not None
     notes = _dtype_notes(out_dtype, q_dtype, precision) + _kv_notes(q_dtype, k_dtype)
     if precision is None:  # the inputs' format: the kernel's arithmetic, whatever it stored its output in
         precision = PRECISION_OF_DTYPE[q_dtype]
     if precision not in PRECISIONS:
         raise ValueError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if not isinstance(enable_gqa, (bool, np.bool_)):
-        raise TypeError(f"enable_gqa: expected a bool, got {type(enable_gqa).__name__}")
-    to_rank4(q.shape, "query")  # a query of rank 2, 3 or 4, named as such before the others
-    check_shapes(out_values, q, k, v, bool(enable_gqa))
-    rank = q.ndim
-    if not isinstance(is_causal, (bool, np.bool_)):
-        raise TypeError(f"is_causal: expected a bool, got {type(is_causal).__name__}")
-    if causal_alignment not in ALIGNMENTS:
-        raise ValueError(f"causal_alignment: expected 'top-left' or 'bottom-right', got {causal_alignment!r}")
-    mask, mask_kind = None, "none"
-    if attn_mask is not None:
-        mask, mask_dtype = as_exact_array(attn_mask, "attn_mask", allow_bool=True)
-        mask_kind = "boolean" if mask_dtype == "bool" else "additive"
-        mask = mask.reshape(mask_to_rank4(mask.shape, rank))
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
-        raise TypeError(f"scale: expected a float or None, got {type(scale).__name__}")
-    lengths = _key_lengths(key_lengths)
     if exp_ulps is not None and (isinstance(exp_ulps, bool) or not isinstance(exp_ulps, numbers.Real)):
         raise TypeError(f"exp_ulps: expected a float or None, got {type(exp_ulps).__name__}")
     for name, flag in (("weights_in_storage", weights_in_storage), ("query_in_storage", query_in_storage)):
@@ -140,7 +122,7 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     native = _attncheck.certify(
         out_values.reshape(to_rank4(out_values.shape, "out")), q.reshape(to_rank4(q.shape, "query")),
         k.reshape(to_rank4(k.shape, "key")), v.reshape(to_rank4(v.shape, "value")), mask=mask, mask_kind=mask_kind,
-        causal=causal_alignment if is_causal else "none", scale=None if scale is None else float(scale),
+        causal=call.causal, scale=call.scale,
         key_lengths=lengths, precision=precision, exp_ulps=None if exp_ulps is None else float(exp_ulps),
         weights_in_storage=None if weights_in_storage is None else bool(weights_in_storage),
         query_in_storage=None if query_in_storage is None else bool(query_in_storage),
@@ -167,6 +149,67 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
                                          tier=tier, alpha=float(alpha), structure=structure, notes=lse_notes)
         report.passed = report.passed and report.lse.passed
     return report
+
+
+class _SdpaCall:
+    """The checked inputs of one SDPA call, as float64 arrays exact in their dtypes."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def _sdpa_call(out_values, out_name, query, key, value, attn_mask, is_causal, causal_alignment, scale, enable_gqa,
+               key_lengths) -> _SdpaCall:
+    """query, key, value and the SDPA keywords checked (TypeError/ValueError naming the argument at
+    fault), with the output-shaped array ``out_values`` (out or dout) for the shapes."""
+    q, q_dtype = as_exact_array(query, "query")
+    k, k_dtype = as_exact_array(key, "key")
+    v, v_dtype = as_exact_array(value, "value")
+    if v_dtype != k_dtype:
+        raise TypeError(f"value: dtype {v_dtype} differs from the key's {k_dtype} (key and value share one storage "
+                        f"format; the query's may differ)")
+    if not isinstance(enable_gqa, (bool, np.bool_)):
+        raise TypeError(f"enable_gqa: expected a bool, got {type(enable_gqa).__name__}")
+    to_rank4(q.shape, "query")  # a query of rank 2, 3 or 4, named as such before the others
+    check_shapes(out_values, q, k, v, bool(enable_gqa), out_name)
+    if not isinstance(is_causal, (bool, np.bool_)):
+        raise TypeError(f"is_causal: expected a bool, got {type(is_causal).__name__}")
+    if causal_alignment not in ALIGNMENTS:
+        raise ValueError(f"causal_alignment: expected 'top-left' or 'bottom-right', got {causal_alignment!r}")
+    mask, mask_kind = None, "none"
+    if attn_mask is not None:
+        mask, mask_dtype = as_exact_array(attn_mask, "attn_mask", allow_bool=True)
+        mask_kind = "boolean" if mask_dtype == "bool" else "additive"
+        mask = mask.reshape(mask_to_rank4(mask.shape, q.ndim))
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
+        raise TypeError(f"scale: expected a float or None, got {type(scale).__name__}")
+    return _SdpaCall(q=q, k=k, v=v, q_dtype=q_dtype, k_dtype=k_dtype, mask=mask, mask_kind=mask_kind,
+                     causal=causal_alignment if is_causal else "none",
+                     scale=None if scale is None else float(scale), lengths=_key_lengths(key_lengths))
+
+
+def exact_gradients(dout, query, key, value, *, attn_mask=None, is_causal=False, causal_alignment="top-left",
+                    scale=None, enable_gqa=False, key_lengths=None, bits=128):
+    """The exact gradients (dq, dk, dv) of Σ dout ∘ SDPA(query, key, value, ...) for the exact inputs,
+    as float64 arrays in the inputs' shapes: each the midpoint of an MPFI enclosure at ``bits`` bits,
+    so within about 2^-53 relative of the exact value (rounded to float64). Semantics and arguments as
+    check_attention's; dout has out's shape. Under GQA dk and dv sum over each kv head's group; a row
+    without keys contributes nothing and its dq is zero (the limit PyTorch's math path turns into NaN).
+    A reference for backward kernels, not a verdict: the backward's band is still to come.
+    """
+    dout_values, _ = as_exact_array(dout, "dout")
+    call = _sdpa_call(dout_values, "dout", query, key, value, attn_mask, is_causal, causal_alignment, scale,
+                      enable_gqa, key_lengths)
+    bits = check_int(bits, "bits", minimum=64)
+    if bits > 4096:
+        raise ValueError(f"bits: expected at most 4096, got {bits}")
+    dq, dk, dv = _attncheck.gradients(
+        dout_values.reshape(to_rank4(dout_values.shape, "dout")), call.q.reshape(to_rank4(call.q.shape, "query")),
+        call.k.reshape(to_rank4(call.k.shape, "key")), call.v.reshape(to_rank4(call.v.shape, "value")),
+        mask=call.mask, mask_kind=call.mask_kind, causal=call.causal, scale=call.scale, key_lengths=call.lengths,
+        precision=PRECISION_OF_DTYPE[call.q_dtype],
+        kv_precision=None if call.k_dtype == call.q_dtype else PRECISION_OF_DTYPE[call.k_dtype], bits=bits)
+    return dq.reshape(call.q.shape), dk.reshape(call.k.shape), dv.reshape(call.v.shape)
 
 
 def assert_attention_close(out, query, key, value, **kwargs) -> None:

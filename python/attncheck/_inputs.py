@@ -72,8 +72,9 @@ def mask_to_rank4(mask_shape: tuple, query_rank: int) -> tuple:
     return to_rank4(padded, "attn_mask")
 
 
-def check_shapes(out, query, key, value, enable_gqa: bool) -> None:
-    """ValueError naming the argument when the shapes do not make one SDPA call."""
+def check_shapes(out, query, key, value, enable_gqa: bool, out_name: str = "out") -> None:
+    """ValueError naming the argument when the shapes do not make one SDPA call (``out_name``: the
+    output-shaped argument, out or dout)."""
     q, k, v, o = query.shape, key.shape, value.shape, out.shape
     if not (len(q) == len(k) == len(v)):
         raise ValueError(f"key/value: rank must match the query's ({len(q)}), got key {list(k)} and value {list(v)}")
@@ -90,7 +91,8 @@ def check_shapes(out, query, key, value, enable_gqa: bool) -> None:
             raise ValueError(f"key: its {k[1]} heads do not divide the query's {q[1]} heads")
     expected = tuple(q[:-1]) + (v[-1],)
     if tuple(o) != expected:
-        raise ValueError(f"out: shape {list(o)} should be {list(expected)} (query's shape with value's last dimension)")
+        raise ValueError(f"{out_name}: shape {list(o)} should be {list(expected)} (query's shape with value's last "
+                         f"dimension)")
     for name, shape in (("query", q), ("key", k), ("value", v)):
         if 0 in shape:
             raise ValueError(f"{name}: every dimension must be positive, got {list(shape)}")
