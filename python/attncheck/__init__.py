@@ -240,9 +240,14 @@ def assert_attention_close(out, query, key, value, **kwargs) -> None:
 _FINENESS = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
 
 
+def _finer(dtype, than):
+    """Does ``dtype`` hold more significand bits than ``than``?"""
+    return _FINENESS[dtype] > _FINENESS[than]
+
+
 def _widened(out_dtype, input_dtype, explicit_precision):
     """An inferred precision with an output finer than the inputs: the output was not rounded to them."""
-    return not explicit_precision and _FINENESS[out_dtype] > _FINENESS[input_dtype]
+    return not explicit_precision and _finer(out_dtype, input_dtype)
 
 
 def _dtype_notes(out_dtype, input_dtype, precision):
@@ -250,7 +255,7 @@ def _dtype_notes(out_dtype, input_dtype, precision):
     if precision is not None or out_dtype == input_dtype:
         return []
     name = PRECISION_OF_DTYPE[input_dtype]
-    if _FINENESS[out_dtype] > _FINENESS[input_dtype]:
+    if _finer(out_dtype, input_dtype):
         return [f"out is {out_dtype}, finer than the inputs' {input_dtype}: taken as a {name} kernel whose output "
                 f"was widened, certified as {name} without the rounding of the output to {input_dtype}"]
     return [f"out is {out_dtype}, coarser than the inputs' {input_dtype}: certified as {name}, so the rounding "
@@ -263,7 +268,7 @@ def _kv_notes(query_dtype, key_dtype):
         return []
     note = (f"key and value are {key_dtype}, the query {query_dtype}: each is certified exact in its own format "
             f"(P rounded to {key_dtype} when weights_in_storage, the query to {key_dtype} when query_in_storage)")
-    if _FINENESS[key_dtype] > _FINENESS[query_dtype]:
+    if _finer(key_dtype, query_dtype):
         note += "; key and value finer than the query is unusual (a cache is kept coarser, not finer)"
     return [note]
 

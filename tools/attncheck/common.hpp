@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "problem.hpp"
@@ -69,5 +70,9 @@ void register_certify(CLI::App& app, Commands& commands);
 void register_gen(CLI::App& app, Commands& commands);
 void register_stress(CLI::App& app, Commands& commands);
 void register_package(CLI::App& app, Commands& commands);
+
+/// How a package checker's settings hold a sample's certificate section: {"HASH", R"attncheck(...)attncheck"}
+/// (package writes it, oracle reads it back).
+inline constexpr std::string_view kSectionOpen = "R\"attncheck(", kSectionClose = ")attncheck\"";
 
 }  // namespace attn::cli

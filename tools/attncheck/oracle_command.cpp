@@ -162,12 +162,12 @@ struct TestDirectory {
 // The `{"HASH", R"attncheck(SECTION)attncheck"}` entries of a package checker's settings block.
 std::map<std::string, std::string> embedded_sections(std::string_view checker) {
   std::map<std::string, std::string> sections;
-  constexpr std::string_view kOpen = "\", R\"attncheck(", kClose = ")attncheck\"";
-  for (std::size_t at = checker.find(kOpen); at != std::string_view::npos; at = checker.find(kOpen, at + 1)) {
+  const std::string open = "\", " + std::string(kSectionOpen);
+  for (std::size_t at = checker.find(open); at != std::string_view::npos; at = checker.find(open, at + 1)) {
     if (at < 18 || checker.substr(at - 18, 2) != "{\"") continue;
-    const std::size_t end = checker.find(kClose, at);
+    const std::size_t end = checker.find(kSectionClose, at);
     if (end == std::string_view::npos) break;
-    const std::size_t begin = at + kOpen.size();
+    const std::size_t begin = at + open.size();
     sections[std::string(checker.substr(at - 16, 16))] = std::string(checker.substr(begin, end - begin));
   }
   return sections;

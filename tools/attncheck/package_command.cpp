@@ -103,7 +103,7 @@ using SampleCertificates = std::vector<std::pair<std::string, std::string>>;
 std::string checker_source(Problem problem, const SampleCertificates& samples) {
   std::string table;
   for (const auto& [hash, section] : samples)
-    table += "    {\"" + hash + "\", R\"attncheck(" + section + ")attncheck\"},\n";
+    table += "    {\"" + hash + "\", " + std::string(kSectionOpen) + section + std::string(kSectionClose) + "},\n";
   return with_settings(embedded::kCheckSource,
                        "namespace settings {\nconstexpr const char* kProblem = \"" + std::string(problem_name(problem)) +
                            "\";  // how the input's header reads\n"
@@ -265,8 +265,10 @@ double add_submissions(const std::string& problem, const std::vector<PackageTest
   const fs::path scratch = fs::temp_directory_path() / ("attncheck-package-" + std::to_string(::getpid()));
   std::error_code error;
   fs::create_directories(scratch, error);
-  const bool python = !error && verify::run_process("python3 -c pass", "", 20).status == 0 &&
-                      verify::run_process("python3 -c pass", "", 20).end == verify::ProcessEnd::exited;
+  const bool python = !error && [] {
+    const auto probe = verify::run_process("python3 -c pass", "", 20);
+    return probe.end == verify::ProcessEnd::exited && probe.status == 0;
+  }();
   if (!python) {
     std::printf("package: submissions: python3 not found, so the Python solutions cannot be checked: only "
                 "submissions/accepted/reference.cpp is written\n");
