@@ -48,6 +48,8 @@ struct RowOutcome {
 // (for its thread's lifetime) instead of allocating and first-touching them for every call.
 class TermsPool {
  public:
+  static constexpr std::size_t kKeepDoubles = std::size_t{1} << 22;  // 32 MB of values: [4096, 1024], [32768, 128]
+
   static std::unique_ptr<RowTerms> take() {
     TermsPool& pool = instance();
     const std::lock_guard lock(pool.mutex_);
@@ -57,6 +59,9 @@ class TermsPool {
     return terms;
   }
   static void give(std::unique_ptr<RowTerms> terms) {
+    // A very long row's buffers (V alone is keys × Ev doubles: 128 MB at 128k keys and Ev = 128) are
+    // not kept for the calls after it: the next borrower allocates what it needs.
+    if (terms->v.capacity() > kKeepDoubles) terms = std::make_unique<RowTerms>();
     TermsPool& pool = instance();
     const std::lock_guard lock(pool.mutex_);
     pool.free_.push_back(std::move(terms));
