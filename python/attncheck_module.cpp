@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tensor/tensor.hpp"
@@ -169,8 +170,11 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
   attn::verify::TensorReport report, lse_report;
   {
     const py::gil_scoped_release release;
-    report = attn::verify::certify_tensor(problem, output, options);
-    if (lse) lse_report = attn::verify::certify_lse(problem, lse_values, options, lse_format);
+    if (lse) {
+      std::tie(report, lse_report) = attn::verify::certify_tensor_and_lse(problem, output, lse_values, options, lse_format);
+    } else {
+      report = attn::verify::certify_tensor(problem, output, options);
+    }
   }
   py::dict result = report_dict(report);
   if (lse) result["lse"] = report_dict(lse_report);

@@ -136,8 +136,15 @@ void cheap_checks(const TensorProblem& p, std::span<const double> output, std::s
 
 // The exact check of one row with keys: enclose, band, refine to δ/1000 of the narrower tier,
 // judge every element against both tiers.
+// A row's final enclosure and its natural-units LSE band (TierBands::lse), handed from the
+// output's certification to the LSE's (certify_tensor_and_lse) so the row is enclosed once.
+struct SharedRow {
+  RowEnclosure enclosure;
+  double lse_band = -1;  // < 0: nothing handed on
+};
+
 void certify_row(const TensorProblem& p, std::span<const double> output, std::size_t row, const RowBands& bands,
-                 const CertifyOptions& options, double lambda, RowOutcome& outcome) {
+                 const CertifyOptions& options, double lambda, RowOutcome& outcome, SharedRow* shared = nullptr) {
   // The fast double pass first; MPFI (from 64 bits) only when it is out of range or too wide.
   std::optional<RowEnclosure> fast = enclose_row_fast(p, row);
   const bool had_fast = fast.has_value();
@@ -183,6 +190,7 @@ void certify_row(const TensorProblem& p, std::span<const double> output, std::si
                                   band.statistical[c], ulps, usage, "outside band"});
     }
   }
+  if (shared) shared->lse_band = band.lse, shared->enclosure = std::move(enclosure);
 }
 
 bool worse(const TensorFailure& a, const TensorFailure& b) {
@@ -201,6 +209,17 @@ bool same_arithmetic(const Arithmetic& a, const Arithmetic& b) {
          a.weights_in_storage == b.weights_in_storage && a.query_in_storage == b.query_in_storage &&
          a.scores_in_storage == b.scores_in_storage && a.output_rounded == b.output_rounded &&
          a.accumulator == b.accumulator && a.kv_storage == b.kv_storage;
+}
+
+// The bands of `arithmetic` (its kv_storage taken from the problem, which says what key and value are
+// stored in) from band_terms, each thread reusing one RowTerms row after row and call after call.
+RowBands standard_bands(const TensorProblem& problem, Arithmetic arithmetic) {
+  arithmetic.kv_storage = problem.kv_dtype;
+  return [&problem, arithmetic](std::size_t row, const RowEnclosure& enclosure, double lambda) {
+    thread_local BorrowedTerms borrowed;
+    band_terms(problem, row, enclosure, *borrowed.terms);
+    return tensor_row_tier_bands(*borrowed.terms, arithmetic, lambda);
+  };
 }
 
 // The report from every row's outcome (defined below certify_tensor).
@@ -318,14 +337,7 @@ std::vector<std::size_t> sample_rows(const TensorProblem& p, std::optional<std::
 
 TensorReport certify_tensor(const TensorProblem& problem, std::span<const double> output,
                             const CertifyOptions& options) {
-  Arithmetic arithmetic = options.arithmetic;
-  arithmetic.kv_storage = problem.kv_dtype;  // the problem says what key and value are stored in
-  TensorReport report =
-      certify_tensor(problem, output, options, [&](std::size_t row, const RowEnclosure& enclosure, double lambda) {
-        thread_local BorrowedTerms borrowed;  // reused row after row and call after call
-        band_terms(problem, row, enclosure, *borrowed.terms);
-        return tensor_row_tier_bands(*borrowed.terms, arithmetic, lambda);
-      });
+  TensorReport report = certify_tensor(problem, output, options, standard_bands(problem, options.arithmetic));
   if (!report.passed && options.diagnose) diagnose(problem, output, options, report);
   return report;
 }
@@ -423,7 +435,8 @@ FineEnclosure in_base2(const FineEnclosure& e) {
 // One LSE row: a row without keys holds exactly the declared infinity; one with keys a finite value
 // within stored_lse_band of the exact LSE (certified rows), refined to δ/1000 as certify_row does.
 void certify_lse_row(const TensorProblem& p, std::span<const double> lse, std::size_t row, bool certify,
-                     const CertifyOptions& options, const LseFormat& format, RowOutcome& outcome) {
+                     const CertifyOptions& options, const LseFormat& format, RowOutcome& outcome,
+                     SharedRow* shared = nullptr) {
   const RowIndex r = row_index(p, row);
   const double got = lse[row];
   const auto fail = [&](const char* reason) {
@@ -437,18 +450,26 @@ void certify_lse_row(const TensorProblem& p, std::span<const double> lse, std::s
   if (std::isnan(got)) return fail("NaN");
   if (std::isinf(got)) return fail("Inf");
   if (!certify) return;
-  std::optional<RowEnclosure> fast = enclose_row_fast(p, row);
-  RowEnclosure enclosure = fast ? std::move(*fast) : enclose_row(p, row, 64);
+  const bool handed = shared != nullptr && shared->lse_band >= 0;
+  RowEnclosure enclosure;
+  if (handed) {
+    enclosure = std::move(shared->enclosure);
+  } else {
+    std::optional<RowEnclosure> fast = enclose_row_fast(p, row);
+    enclosure = fast ? std::move(*fast) : enclose_row(p, row, 64);
+  }
   thread_local BorrowedTerms borrowed;
   Arithmetic arithmetic = options.arithmetic;
   arithmetic.kv_storage = p.kv_dtype;
-  const auto band = [&] {
-    band_terms(p, row, enclosure, *borrowed.terms);
-    const double natural = tensor_row_tier_bands(*borrowed.terms, arithmetic, std::nullopt).lse;
+  const auto stored = [&](double natural) {
     const double abs_lse = std::max(std::fabs(enclosure.lse.lo), std::fabs(enclosure.lse.hi));
     return stored_lse_band(natural, abs_lse, format, arithmetic.compute);
   };
-  double delta = band();
+  const auto band = [&] {
+    band_terms(p, row, enclosure, *borrowed.terms);
+    return stored(tensor_row_tier_bands(*borrowed.terms, arithmetic, std::nullopt).lse);
+  };
+  double delta = handed ? stored(shared->lse_band) : band();
   const auto exact = [&] { return format.base2 ? in_base2(enclosure.lse_fine) : enclosure.lse_fine; };
   for (int bits = enclosure.fast ? 64 : 128; !(2 * exact().radius <= delta / 1000) && bits <= 1024; bits *= 2) {
     enclosure = enclose_row(p, row, bits);
@@ -490,6 +511,35 @@ TensorReport certify_lse(const TensorProblem& p, std::span<const double> lse, co
   TensorReport report = report_of(outcomes, certify, options, statistical_lambda(options.alpha, total));
   report.plain = false;
   return report;
+}
+
+std::pair<TensorReport, TensorReport> certify_tensor_and_lse(const TensorProblem& p, std::span<const double> output,
+                                                             std::span<const double> lse,
+                                                             const CertifyOptions& options, const LseFormat& format) {
+  if (auto ok = validate(p); !ok) throw ContractError("certify_tensor_and_lse: " + ok.error().message);
+  const std::size_t total = p.batch * p.q_heads * p.L;
+  if (output.size() != total * p.Ev) throw ContractError("certify_tensor_and_lse: output size is not B·Hq·L·Ev");
+  if (lse.size() != total) throw ContractError("certify_tensor_and_lse: LSE size is not B·Hq·L");
+  if (!(options.alpha > 0 && options.alpha < 1))
+    throw ContractError("certify_tensor_and_lse: alpha must be in (0, 1)");
+  const RowBands bands = standard_bands(p, options.arithmetic);
+  const double lambda = statistical_lambda(options.alpha, total * p.Ev);
+  std::vector<char> certify(total, 0);
+  for (std::size_t row : sample_rows(p, options.rows, options.seed)) certify[row] = 1;
+  std::vector<RowOutcome> outcomes(total), lse_outcomes(total);
+  parallel_for(total, options.threads, [&](std::size_t row) {
+    const bool empty = !row_has_keys(p, row);
+    cheap_checks(p, output, row, empty, outcomes[row]);
+    SharedRow shared;
+    if (certify[row] && !empty) certify_row(p, output, row, bands, options, lambda, outcomes[row], &shared);
+    certify_lse_row(p, lse, row, certify[row] != 0, options, format, lse_outcomes[row], &shared);
+  });
+  std::pair<TensorReport, TensorReport> reports{report_of(outcomes, certify, options, lambda),
+                                                report_of(lse_outcomes, certify, options,
+                                                          statistical_lambda(options.alpha, total))};
+  reports.second.plain = false;
+  if (!reports.first.passed && options.diagnose) diagnose(p, output, options, reports.first);
+  return reports;
 }
 
 std::string TensorReport::summary() const {

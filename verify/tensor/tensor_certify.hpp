@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "numeric/interval.hpp"
@@ -114,6 +115,15 @@ void band_terms(const TensorProblem& problem, std::size_t row, const RowEnclosur
 /// certify_tensor does, and when lse.size() != B·Hq·L.
 [[nodiscard]] TensorReport certify_lse(const TensorProblem& problem, std::span<const double> lse,
                                        const CertifyOptions& options, const LseFormat& format = {});
+
+/// certify_tensor (standard bands) and certify_lse in one pass over the rows: each certified row is
+/// enclosed once and its LSE band comes with the output's. The reports are the two calls' up to the
+/// enclosures' widths (the LSE may start from the output's refined enclosure; each is below δ/1000).
+[[nodiscard]] std::pair<TensorReport, TensorReport> certify_tensor_and_lse(const TensorProblem& problem,
+                                                                           std::span<const double> output,
+                                                                           std::span<const double> lse,
+                                                                           const CertifyOptions& options,
+                                                                           const LseFormat& format = {});
 
 /// Fills report.consistent_with: certifies `output` again under each standard profile of the
 /// problem's dtype other than options.arithmetic (certify_tensor with standard bands calls it on a

@@ -294,5 +294,31 @@ TEST(TensorCertifyLse, SizeAndStructureAreContractErrors) {
   EXPECT_THROW((void)certify_lse(p, rounded_lse(p), bad), ContractError);
 }
 
+TEST(TensorCertifyLse, OnePassEqualsTheTwoCalls) {
+  const TensorProblem p = problem(DType::fp32);
+  CertifyOptions options;
+  options.arithmetic = arithmetic_profile("fp32").value();
+  std::vector<double> output = rounded_exact(p), lse = rounded_lse(p);
+  output[at(p, 1, 0, 3, 2)] += 0.25;
+  lse[lse_at(p, 0, 1, 4)] += 1e-3;
+  lse[lse_at(p, 0, 0, 0)] = 0;  // a row without keys
+  const auto [out_report, lse_report] = certify_tensor_and_lse(p, output, lse, options);
+  const TensorReport out_alone = certify_tensor(p, output, options), lse_alone = certify_lse(p, lse, options);
+  EXPECT_EQ(out_report.failure_count, out_alone.failure_count);
+  EXPECT_EQ(out_report.max_band_usage, out_alone.max_band_usage);
+  EXPECT_EQ(out_report.consistent_with, out_alone.consistent_with);
+  ASSERT_EQ(lse_report.failure_count, 2u) << lse_report.summary();
+  EXPECT_EQ(lse_report.failure_count, lse_alone.failure_count);
+  EXPECT_EQ(lse_report.rows_checked, lse_alone.rows_checked);
+  EXPECT_NEAR(lse_report.max_band_usage, lse_alone.max_band_usage, 1e-3 * lse_alone.max_band_usage);
+  for (std::size_t n = 0; n < lse_report.failures.size(); ++n) {
+    EXPECT_EQ(lse_report.failures[n].index, lse_alone.failures[n].index);
+    EXPECT_EQ(lse_report.failures[n].reason, lse_alone.failures[n].reason);
+  }
+  EXPECT_FALSE(lse_report.plain);
+  lse.pop_back();
+  EXPECT_THROW((void)certify_tensor_and_lse(p, output, lse, options), ContractError);
+}
+
 }  // namespace
 }  // namespace attn::verify
