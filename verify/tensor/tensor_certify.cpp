@@ -471,7 +471,9 @@ void certify_lse_row(const TensorProblem& p, std::span<const double> lse, std::s
   };
   double delta = handed ? stored(shared->lse_band) : band();
   const auto exact = [&] { return format.base2 ? in_base2(enclosure.lse_fine) : enclosure.lse_fine; };
-  for (int bits = enclosure.fast ? 64 : 128; !(2 * exact().radius <= delta / 1000) && bits <= 1024; bits *= 2) {
+  // Refined from the enclosure's own precision on (a handed one may already be MPFI at many bits).
+  for (int bits = enclosure.fast ? 64 : 2 * enclosure.bits; !(2 * exact().radius <= delta / 1000) && bits <= 1024;
+       bits *= 2) {
     enclosure = enclose_row(p, row, bits);
     delta = band();
   }
@@ -520,6 +522,8 @@ std::pair<TensorReport, TensorReport> certify_tensor_and_lse(const TensorProblem
   const std::size_t total = p.batch * p.q_heads * p.L;
   if (output.size() != total * p.Ev) throw ContractError("certify_tensor_and_lse: output size is not B·Hq·L·Ev");
   if (lse.size() != total) throw ContractError("certify_tensor_and_lse: LSE size is not B·Hq·L");
+  if (const std::string error = structure_error(options.arithmetic.structure); !error.empty())
+    throw ContractError("certify_tensor_and_lse: " + error);
   if (!(options.alpha > 0 && options.alpha < 1))
     throw ContractError("certify_tensor_and_lse: alpha must be in (0, 1)");
   const RowBands bands = standard_bands(p, options.arithmetic);

@@ -117,8 +117,9 @@ void band_terms(const TensorProblem& problem, std::size_t row, const RowEnclosur
                                        const CertifyOptions& options, const LseFormat& format = {});
 
 /// certify_tensor (standard bands) and certify_lse in one pass over the rows: each certified row is
-/// enclosed once and its LSE band comes with the output's. The reports are the two calls' up to the
-/// enclosures' widths (the LSE may start from the output's refined enclosure; each is below δ/1000).
+/// enclosed once and its LSE band comes with the output's. The verdicts and failures are the two
+/// calls', the usages equal up to the enclosures' widths (each below δ/1000): the LSE starts from the
+/// output's enclosure, so its report's fast_rows and capped_rows may differ from certify_lse's.
 [[nodiscard]] std::pair<TensorReport, TensorReport> certify_tensor_and_lse(const TensorProblem& problem,
                                                                            std::span<const double> output,
                                                                            std::span<const double> lse,

@@ -311,11 +311,15 @@ TEST(TensorCertifyLse, OnePassEqualsTheTwoCalls) {
   EXPECT_EQ(lse_report.failure_count, lse_alone.failure_count);
   EXPECT_EQ(lse_report.rows_checked, lse_alone.rows_checked);
   EXPECT_NEAR(lse_report.max_band_usage, lse_alone.max_band_usage, 1e-3 * lse_alone.max_band_usage);
+  ASSERT_EQ(lse_report.failures.size(), lse_alone.failures.size());
   for (std::size_t n = 0; n < lse_report.failures.size(); ++n) {
     EXPECT_EQ(lse_report.failures[n].index, lse_alone.failures[n].index);
     EXPECT_EQ(lse_report.failures[n].reason, lse_alone.failures[n].reason);
   }
   EXPECT_FALSE(lse_report.plain);
+  CertifyOptions bad = options;
+  bad.arithmetic.structure.sum_chunk = 0;
+  EXPECT_THROW((void)certify_tensor_and_lse(p, output, lse, bad), ContractError);
   lse.pop_back();
   EXPECT_THROW((void)certify_tensor_and_lse(p, output, lse, options), ContractError);
 }
