@@ -1,6 +1,6 @@
 // _attncheck: the thin C++ side of the Python package. It takes float64 arrays the Python layer has
 // already shaped to [B, H, L, E] (every fp64/fp32/fp16/bf16 value is exactly a double), builds a
-// TensorProblem, validates it (its error names the argument: ValueError) and certifies the output
+// TensorProblem, validates it (its error names the argument: ValueError) and certifies the output (certify_tensor) or a backward pass (certify_backward)
 // with certify_tensor, without the GIL. Everything else (torch tensors, dtypes, keyword
 // arguments, the report object) is Python (python/attncheck/).
 #include <pybind11/numpy.h>
@@ -115,6 +115,41 @@ attn::verify::KernelStructure structure_of(std::optional<std::size_t> key_tile, 
   return s;
 }
 
+// The options every certification shares, from the keyword arguments (ValueError naming the one at fault).
+attn::verify::CertifyOptions options_of(const std::string& precision, std::optional<double> exp_ulps,
+                                        std::optional<bool> weights_in_storage, std::optional<bool> query_in_storage,
+                                        std::optional<std::size_t> rows, std::uint64_t seed, const std::string& tier,
+                                        double alpha, std::size_t max_failures) {
+  auto arithmetic = attn::verify::arithmetic_profile(precision);
+  if (!arithmetic) throw py::value_error("precision: " + arithmetic.error().message);
+  attn::verify::CertifyOptions options;
+  options.arithmetic = arithmetic.value();
+  options.profile = precision;
+  if (exp_ulps) {
+    require(*exp_ulps >= 0 && *exp_ulps < 1e6, "exp_ulps: must be in [0, 1e6)");
+    options.arithmetic.exp_ulps = *exp_ulps;
+  }
+  if (weights_in_storage) options.arithmetic.weights_in_storage = *weights_in_storage;
+  if (query_in_storage) options.arithmetic.query_in_storage = *query_in_storage;
+  require(tier == "certified" || tier == "statistical", "tier: must be \"certified\" or \"statistical\"");
+  options.tier = tier == "certified" ? attn::verify::Tier::certified : attn::verify::Tier::statistical;
+  require(alpha > 0 && alpha < 1, "alpha: must be in (0, 1)");
+  options.alpha = alpha;
+  options.rows = rows;
+  options.seed = seed;
+  options.max_failures = max_failures;
+  return options;
+}
+
+// The LSE's format from the keyword arguments.
+attn::verify::LseFormat lse_format_of(std::optional<std::string> lse_precision, bool lse_base2, bool lse_masked_plus_inf) {
+  attn::verify::LseFormat format;
+  format.storage = format_named(lse_precision.value_or("fp32"), "lse");
+  format.base2 = lse_base2;
+  format.masked_plus_inf = lse_masked_plus_inf;
+  return format;
+}
+
 py::dict report_dict(const attn::verify::TensorReport& report);
 
 py::dict certify(const Array& out, const Array& query, const Array& key, const Array& value,
@@ -127,29 +162,13 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
                  std::optional<std::string> accumulator, std::optional<bool> query_in_storage,
                  std::optional<std::string> kv_precision, std::size_t max_failures, const std::optional<Array>& lse,
                  std::optional<std::string> lse_precision, bool lse_base2, bool lse_masked_plus_inf) {
-  auto arithmetic = attn::verify::arithmetic_profile(precision);
-  if (!arithmetic) throw py::value_error("precision: " + arithmetic.error().message);
-  attn::verify::CertifyOptions options;
-  options.arithmetic = arithmetic.value();
-  options.profile = precision;
-  if (exp_ulps) {
-    require(*exp_ulps >= 0 && *exp_ulps < 1e6, "exp_ulps: must be in [0, 1e6)");
-    options.arithmetic.exp_ulps = *exp_ulps;
-  }
-  if (weights_in_storage) options.arithmetic.weights_in_storage = *weights_in_storage;
-  if (query_in_storage) options.arithmetic.query_in_storage = *query_in_storage;
+  attn::verify::CertifyOptions options =
+      options_of(precision, exp_ulps, weights_in_storage, query_in_storage, rows, seed, tier, alpha, max_failures);
   options.arithmetic.output_rounded = output_rounded;
   if (accumulator) options.arithmetic.accumulator = format_named(*accumulator, "accumulator");
   std::optional<attn::verify::DType> kv_dtype;
   if (kv_precision) kv_dtype = format_named(*kv_precision, "key");
   options.arithmetic.structure = structure_of(key_tile, sum_chunk, single_pass, splits, ordered);
-  require(tier == "certified" || tier == "statistical", "tier: must be \"certified\" or \"statistical\"");
-  options.tier = tier == "certified" ? attn::verify::Tier::certified : attn::verify::Tier::statistical;
-  require(alpha > 0 && alpha < 1, "alpha: must be in (0, 1)");
-  options.alpha = alpha;
-  options.rows = rows;
-  options.seed = seed;
-  options.max_failures = max_failures;
   const TensorProblem problem =
       make_problem(query, key, value, mask, mask_kind, causal, scale, key_lengths, options.arithmetic.storage, kv_dtype);
   if (auto ok = attn::verify::validate(problem); !ok) throw py::value_error(ok.error().message);
@@ -163,9 +182,7 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
     require(static_cast<std::size_t>(lse->size()) == problem.batch * problem.q_heads * problem.L,
             "lse: must hold B·Hq·L values ([B, Hq, L] of the query)");
     lse_values = values_of(*lse);
-    lse_format.storage = format_named(lse_precision.value_or("fp32"), "lse");
-    lse_format.base2 = lse_base2;
-    lse_format.masked_plus_inf = lse_masked_plus_inf;
+    lse_format = lse_format_of(lse_precision, lse_base2, lse_masked_plus_inf);
   }
   attn::verify::TensorReport report, lse_report;
   {
@@ -237,6 +254,70 @@ py::tuple gradients(const Array& dout, const Array& query, const Array& key, con
   return py::make_tuple(array(g.dq, query), array(g.dk, key), array(g.dv, value));
 }
 
+
+// Certifies dq, dk, dv ([B, H, *, *] as query, key, value) for dout ([B, Hq, L, Ev]); out and lse
+// (the kernel's forward, when given) enter the band and are certified too.
+py::dict certify_backward(const Array& dq, const Array& dk, const Array& dv, const Array& dout, const Array& query,
+                          const Array& key, const Array& value, const std::optional<Array>& mask,
+                          const std::string& mask_kind, const std::string& causal, std::optional<double> scale,
+                          const std::vector<std::size_t>& key_lengths, const std::string& precision,
+                          std::optional<double> exp_ulps, std::optional<bool> weights_in_storage,
+                          std::optional<bool> query_in_storage, std::optional<std::string> kv_precision,
+                          std::optional<std::size_t> rows, std::uint64_t seed, const std::string& tier, double alpha,
+                          std::size_t max_failures, const std::optional<Array>& out, const std::optional<Array>& lse,
+                          std::optional<std::string> lse_precision, bool lse_base2, bool lse_masked_plus_inf) {
+  const attn::verify::CertifyOptions options =
+      options_of(precision, exp_ulps, weights_in_storage, query_in_storage, rows, seed, tier, alpha, max_failures);
+  std::optional<attn::verify::DType> kv_dtype;
+  if (kv_precision) kv_dtype = format_named(*kv_precision, "key");
+  const TensorProblem problem =
+      make_problem(query, key, value, mask, mask_kind, causal, scale, key_lengths, options.arithmetic.storage, kv_dtype);
+  if (auto ok = attn::verify::validate(problem); !ok) throw py::value_error(ok.error().message);
+  const auto same = [](const Array& a, const Array& like, const char* name, const char* like_name) {
+    require(a.ndim() == 4 && like.ndim() == 4, std::string(name) + ": expected rank 4 after reshaping");
+    for (py::ssize_t d = 0; d < 4; ++d)
+      require(a.shape(d) == like.shape(d), std::string(name) + ": shape must be " + like_name + "'s");
+  };
+  same(dq, query, "dq", "query");
+  same(dk, key, "dk", "key");
+  same(dv, value, "dv", "value");
+  const auto d = shape4(dout, "dout");
+  require(d[0] == problem.batch && d[1] == problem.q_heads && d[2] == problem.L && d[3] == problem.Ev,
+          "dout: shape must be [B, Hq, L, Ev] of query and value");
+  const std::vector<double> upstream = values_of(dout), dq_values = values_of(dq), dk_values = values_of(dk),
+                            dv_values = values_of(dv);
+  if (auto ok = attn::verify::validate_dout(problem, upstream); !ok) throw py::value_error(ok.error().message);
+  std::vector<double> out_values, lse_values;
+  attn::verify::BackwardInputs inputs;
+  if (out) {
+    same(*out, dout, "out", "dout");
+    out_values = values_of(*out);
+    inputs.out = out_values;
+  }
+  if (lse) {
+    require(static_cast<std::size_t>(lse->size()) == problem.batch * problem.q_heads * problem.L,
+            "lse: must hold B·Hq·L values ([B, Hq, L] of the query)");
+    lse_values = values_of(*lse);
+    inputs.lse = lse_values;
+    inputs.lse_format = lse_format_of(lse_precision, lse_base2, lse_masked_plus_inf);
+  }
+  if (auto ok = attn::verify::validate_backward_inputs(problem, inputs); !ok) throw py::value_error(ok.error().message);
+  attn::verify::BackwardReport report;
+  {
+    const py::gil_scoped_release release;
+    report = attn::verify::certify_backward(problem, upstream, dq_values, dk_values, dv_values, options, inputs);
+  }
+  py::dict result;
+  result["passed"] = report.passed;
+  result["dq"] = report_dict(report.dq);
+  result["dk"] = report_dict(report.dk);
+  result["dv"] = report_dict(report.dv);
+  if (report.out) result["out"] = report_dict(*report.out);
+  if (report.lse) result["lse"] = report_dict(*report.lse);
+  result["summary"] = report.summary();
+  return result;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_attncheck, m) {
@@ -253,6 +334,15 @@ PYBIND11_MODULE(_attncheck, m) {
         "Certifies out ([B, Hq, L, Ev]) for query/key/value ([B, H, *, *]), float64 arrays holding exact values, "
         "and lse ([B, Hq, L]) when given; returns the report as a dict (the LSE's under \"lse\"). ValueError "
         "names the argument at fault.");
+  m.def("certify_backward", &certify_backward, py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("dout"),
+        py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(), py::arg("mask"), py::arg("mask_kind"),
+        py::arg("causal"), py::arg("scale"), py::arg("key_lengths"), py::arg("precision"), py::arg("exp_ulps"),
+        py::arg("weights_in_storage"), py::arg("query_in_storage") = py::none(), py::arg("kv_precision") = py::none(),
+        py::arg("rows") = py::none(), py::arg("seed") = 0, py::arg("tier") = "certified", py::arg("alpha") = 1e-9,
+        py::arg("max_failures") = 100, py::arg("out") = py::none(), py::arg("lse") = py::none(),
+        py::arg("lse_precision") = py::none(), py::arg("lse_base2") = false, py::arg("lse_masked_plus_inf") = false,
+        "Certifies a backward's dq, dk, dv (float64 arrays shaped as query, key, value, [B, H, *, *]) for dout; "
+        "returns the reports as a dict (dq, dk, dv; out and lse when given). ValueError names the argument at fault.");
   m.def("gradients", &gradients, py::arg("dout"), py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(),
         py::arg("mask"), py::arg("mask_kind"), py::arg("causal"), py::arg("scale"), py::arg("key_lengths"),
         py::arg("precision"), py::arg("kv_precision") = py::none(), py::arg("bits") = 128,

@@ -83,6 +83,35 @@ class ProductSumBound {
   double gamma_ = 0;       // γ_n, rounded up
 };
 
+/// Σ_i x_i y_i enclosed, and an upper bound of Σ_i |x_i y_i|: summed in round-to-nearest double in
+/// four partial sums (any order is covered by `bound`, made for n terms) with the computed
+/// Σ |fl(x_i y_i)|, then widened by bound.error (the tensor oracle's Step 1).
+struct DotEnclosure {
+  Interval value;
+  double abs_upper = 0;
+};
+[[nodiscard]] inline DotEnclosure dot_enclosure(const double* x, const double* y, std::size_t n,
+                                                const ProductSumBound& bound) {
+  double sum[4] = {0, 0, 0, 0}, abs[4] = {0, 0, 0, 0};
+  std::size_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    for (std::size_t lane = 0; lane < 4; ++lane) {
+      const double term = x[c + lane] * y[c + lane];
+      sum[lane] += term;
+      abs[lane] += std::fabs(term);
+    }
+  }
+  for (; c < n; ++c) {
+    const double term = x[c] * y[c];
+    sum[0] += term;
+    abs[0] += std::fabs(term);
+  }
+  const double total = (sum[0] + sum[1]) + (sum[2] + sum[3]);
+  const double abs_total = (abs[0] + abs[1]) + (abs[2] + abs[3]);
+  const double error = bound.error(abs_total);
+  return {{next_down(total - error), next_up(total + error)}, bound.abs_upper(abs_total)};
+}
+
 /// An enclosure of e^x for any double x: lo <= e^x <= hi. For x in [-708, 709] (a normal result)
 /// hi / lo - 1 < 2^-44. -inf gives [0, 0], x < -746 gives [0, 2^-1074], x > 709 gives [lo, +inf],
 /// 0 gives [1, 1]. Throws ContractError for NaN.

@@ -1,15 +1,20 @@
 // The backward pass of scaled_dot_product_attention, exactly: for a forward TensorProblem and an
 // upstream gradient dout (the shape of the output), enclosures of the exact gradients dQ, dK, dV of
 // Σ dout ∘ O with respect to the exact inputs. The derivation is in tensor_backward.cpp. This is the
-// oracle of backward certification; the band of a finite-precision backward kernel builds on it.
+// oracle of backward certification (MPFI, exact to any precision); certify_backward judges a
+// kernel's dQ, dK and dV against it within the band of tensor_backward_certify.cpp.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "result.hpp"
 #include "tensor/tensor.hpp"
+#include "tensor/tensor_band.hpp"
+#include "tensor/tensor_certify.hpp"
 #include "tensor/tensor_oracle.hpp"
 
 namespace attn::verify {
@@ -31,5 +36,47 @@ struct GradientEnclosure {
 /// validate_dout fails.
 [[nodiscard]] GradientEnclosure enclose_gradients(const TensorProblem& problem, std::span<const double> dout,
                                                   int bits = 128);
+
+/// What a backward kernel read from its forward. FlashAttention-2's backward recomputes P from the
+/// stored LSE and D_i = dO_i · O_i from the stored output; given, their actual errors enter the band
+/// (and both are certified as well); absent, the band takes the forward's worst case (the output's
+/// and the LSE's certified bands).
+struct BackwardInputs {
+  std::span<const double> out;  ///< the kernel's output [B, Hq, L, Ev] in problem.layout, or empty
+  std::span<const double> lse;  ///< the kernel's LSE [B, Hq, L] in lse_format, or empty
+  LseFormat lse_format;
+};
+
+/// The verdict on a backward pass: one report per gradient, and the forward's stored tensors when
+/// they were given. dq's rows are the query rows (b, h, i), failures indexed (b, h, i, c); dk's and
+/// dv's rows are the key rows (b, g, j) of kv head g, failures indexed (b, g, j, c).
+struct BackwardReport {
+  TensorReport dq, dk, dv;
+  std::optional<TensorReport> out, lse;  ///< certified when BackwardInputs gave them
+  bool passed = true;                    ///< every report passed
+  [[nodiscard]] std::string summary() const;
+};
+
+/// Ok when `inputs` fit the problem (sizes; finite values; an output representable in dtype), else
+/// what is wrong, naming out or lse.
+[[nodiscard]] Result<Ok, Error> validate_backward_inputs(const TensorProblem& problem, const BackwardInputs& inputs);
+
+/// Certifies a backward kernel's dq ([B, Hq, L, E]), dk ([B, Hkv, S, E]) and dv ([B, Hkv, S, Ev]),
+/// each in problem.layout, for the upstream gradient dout, within the gradient band of
+/// options.arithmetic (tensor_backward_certify.cpp, Steps B1-B9; its kv_storage from
+/// problem.kv_dtype). options.rows samples that many query rows for dq and that many key rows for dk
+/// and dv (each key row needs every query row of its group: the cost is that of the groups touched).
+/// Every element is checked finite, and zero where it must be (a row without keys, a key no query
+/// sees). Enclosures are decided to δ/1000: a fast double pass, else the MPFI gradients at 128 bits
+/// and more (problems up to kMpfiWork; larger ones are judged on the fast enclosures, counted as
+/// capped). One tier: the statistical verdict uses the certified band. Throws ContractError when
+/// validate, validate_dout or validate_backward_inputs fails, or a gradient's size does not match.
+[[nodiscard]] BackwardReport certify_backward(const TensorProblem& problem, std::span<const double> dout,
+                                              std::span<const double> dq, std::span<const double> dk,
+                                              std::span<const double> dv, const CertifyOptions& options,
+                                              const BackwardInputs& inputs = {});
+
+/// The largest B·Hq·L·S·(E + Ev) for which certify_backward refines with MPFI.
+inline constexpr double kMpfiWork = 1 << 24;
 
 }  // namespace attn::verify

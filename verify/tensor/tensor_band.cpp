@@ -754,6 +754,43 @@ void transpose_values(const RowTerms& t, std::size_t columns, std::vector<double
 
 }  // namespace
 
+ScoreErrorModel::ScoreErrorModel(const Arithmetic& arithmetic, std::size_t E, double scale, bool scale_defaulted)
+    : arithmetic_(arithmetic), E_(static_cast<double>(E)), sigma_(scale) {
+  const Format compute = format_of(arithmetic.compute), storage = format_of(arithmetic.storage);
+  const Format kv = format_of(arithmetic.kv_storage.value_or(arithmetic.storage));
+  const double u = compute.unit;
+  const bool converts = storage.unit < u || kv.unit < u;  // inputs finer than compute: one conversion each
+  const double c_sigma = scale_defaulted ? 2 : 1;
+  g_dot_ = gamma_of(E_ + c_sigma + 7 + (converts ? 2 : 0), u);
+  flushed_ = (2 * E_ + 4) * compute.normal * (1 + 2 * sigma_);
+  // Step 2': intermediates in storage. The scaled Q (or K) rounded to the key's format:
+  // |Σ_c q_c σ δ_c k_jc| <= u_k R_j; the scores rounded to storage up to three times: roundings of
+  // |ŝ| <= R_j + e_j, plus 3h for scores in storage's subnormal range. With key and value in a
+  // format of their own (mixed), the query may be scaled in its own format and then converted to
+  // K's, and P rounded to either format: the coarser unit, one more rounding, both h.
+  const bool mixed = arithmetic.kv_storage.has_value() && *arithmetic.kv_storage != arithmetic.storage;
+  const double u_k = mixed ? std::max(storage.unit, kv.unit) : kv.unit;
+  h_k_ = mixed ? storage.half_spacing + kv.half_spacing : kv.half_spacing;
+  gs2_ = gamma_of(mixed ? 3 : 2, u_k), gs3_ = gamma_of(3, storage.unit);
+  h_storage_ = storage.half_spacing;
+  side_scale_ = std::max({1.0, sigma_, std::sqrt(sigma_)});  // Q by σ, or Q and K by √σ each
+}
+
+ScoreErrorModel::Bound ScoreErrorModel::operator()(double abs_dot, double abs_bias, double abs_sides) const {
+  Bound b;
+  b.R = sigma_ * abs_dot + abs_bias;
+  b.e = g_dot_ * b.R + flushed_;
+  if (arithmetic_.query_in_storage) {
+    // Both sides rounded: (1 + δ)(1 + δ') on every product; absolutely, h per subnormal component.
+    b.absolute = h_k_ * (1 + gs2_) * (1 + g_dot_) * side_scale_ * abs_sides + E_ * h_k_ * h_k_;
+    b.e += gs2_ * (1 + g_dot_) * sigma_ * abs_dot + b.absolute;
+  }
+  if (arithmetic_.scores_in_storage) b.e += gs3_ * (b.R + b.e) + 3 * h_storage_;
+  return b;
+}
+
+double gamma_bound(double n, double u) { return gamma_of(n, u); }
+
 std::string structure_error(const KernelStructure& s) {
   if (s.sum_chunk == 0) return "sum_chunk: must be at least 1";
   if (s.single_pass && s.key_tile != 0) return "key_tile: a single-pass kernel has no tiles (declare one or the other)";
@@ -848,33 +885,19 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
 
   // Steps 1-2: score errors e_j; E and P.
   std::vector<double> R(t.keys), e(t.keys);
-  const double g_dot = gamma_of(static_cast<double>(t.E) + c_sigma + 7 + (converts ? 2 : 0), u);
-  const double flushed = (2 * static_cast<double>(t.E) + 4) * lambda * (1 + 2 * sigma);
   double P = 0;
-  // Step 2': intermediates in storage. The scaled Q (or K) rounded to the key's format:
-  // |Σ_c q_c σ δ_c k_jc| <= u_k R_j; the scores rounded to storage up to three times: roundings of
-  // |ŝ| <= R_j + e_j, plus 3h for scores in storage's subnormal range. With key and value in a
-  // format of their own (mixed), the query may be scaled in its own format and then converted to
-  // K's, and P rounded to either format: the coarser unit, one more rounding, both h.
   const bool mixed = arithmetic.kv_storage.has_value() && *arithmetic.kv_storage != arithmetic.storage;
   const double u_s = storage.unit, u_k = mixed ? std::max(u_s, kv.unit) : kv.unit;
   const double h_k = mixed ? storage.half_spacing + kv.half_spacing : kv.half_spacing;
-  const double gs2 = gamma_of(mixed ? 3 : 2, u_k), gs3 = gamma_of(3, u_s);
   double h_score = 0;  // max_j of the absolute (subnormal) part of e_j from Q's and K's rounding
   if (arithmetic.query_in_storage && t.abs_key.size() != t.keys)
     throw ContractError("tensor_row_bands: query_in_storage needs RowTerms::abs_key");
-  const double side_scale = std::max({1.0, sigma, std::sqrt(sigma)});  // Q by σ, or Q and K by √σ each
+  const ScoreErrorModel score_error(arithmetic, t.E, sigma, t.scale_defaulted);
   for (std::size_t j = 0; j < t.keys; ++j) {
-    R[j] = sigma * t.abs_dot[j] + t.abs_bias[j];
-    e[j] = g_dot * R[j] + flushed;
-    if (arithmetic.query_in_storage) {
-      // Both sides rounded: (1 + δ)(1 + δ') on every product; absolutely, h per subnormal component.
-      const double absolute = h_k * (1 + gs2) * (1 + g_dot) * side_scale * (t.abs_key[j] + t.abs_query) +
-                              static_cast<double>(t.E) * h_k * h_k;
-      e[j] += gs2 * (1 + g_dot) * sigma * t.abs_dot[j] + absolute;
-      h_score = std::max(h_score, absolute);
-    }
-    if (arithmetic.scores_in_storage) e[j] += gs3 * (R[j] + e[j]) + 3 * storage.half_spacing;
+    const ScoreErrorModel::Bound b =
+        score_error(t.abs_dot[j], t.abs_bias[j], arithmetic.query_in_storage ? t.abs_key[j] + t.abs_query : 0.0);
+    R[j] = b.R, e[j] = b.e;
+    h_score = std::max(h_score, b.absolute);
     P = std::max(P, R[j] + e[j]);
   }
 

@@ -99,6 +99,32 @@ struct RowTerms {
   bool scale_defaulted = true;  ///< the scale is 1/√E computed by the implementation (one more rounding)
 };
 
+/// Steps 1, 2 and 2' of the derivation (tensor_band.cpp): for one row, a bound e_j >= |ŝ_j - s_j| on
+/// the error of a computed score over every route the derivation allows (where the scale is applied,
+/// FMA or not, intermediates in storage). Shared by the output's band and the gradients'.
+class ScoreErrorModel {
+ public:
+  /// `scale`: |σ| (an upper bound); `scale_defaulted`: σ = 1/√E computed by the kernel.
+  ScoreErrorModel(const Arithmetic& arithmetic, std::size_t E, double scale, bool scale_defaulted);
+  struct Bound {
+    double R = 0;         ///< σ A_j + |b_j| >= |s_j|
+    double e = 0;         ///< >= |ŝ_j - s_j|
+    double absolute = 0;  ///< the part of e from Q's and K's rounding into storage's subnormals
+  };
+  /// From A_j = Σ_c |q_c k_jc|, |b_j| and Σ_c |k_jc| + Σ_c |q_c| (read when query_in_storage), all
+  /// upper bounds.
+  [[nodiscard]] Bound operator()(double abs_dot, double abs_bias, double abs_sides) const;
+
+ private:
+  Arithmetic arithmetic_;
+  double E_ = 0, sigma_ = 0;
+  double g_dot_ = 0, flushed_ = 0, h_k_ = 0, gs2_ = 0, gs3_ = 0, h_storage_ = 0, side_scale_ = 0;
+};
+
+/// γ_n = n·u / (1 - n·u) for unit roundoff u (Higham, Lemma 3.1), rounded upwards (a factor 1 + 2^-20
+/// covers its evaluation); +inf when n·u >= 1/2.
+[[nodiscard]] double gamma_bound(double n, double u);
+
 /// Both tiers' δ per output column (the derivation of the statistical one: tensor_band.cpp, Steps S1-S6).
 struct TierBands {
   std::vector<double> certified;    ///< tensor_row_bands: holds for every correct kernel

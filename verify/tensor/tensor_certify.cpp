@@ -14,6 +14,7 @@
 
 #include "numeric/double_interval.hpp"
 #include "numeric/mpfr.hpp"
+#include "tensor/tensor_report.hpp"
 
 // Verdict. The oracle encloses each exact value y in [m - r, m + r]; the kernel's value x fails
 // when its distance to that enclosure exceeds δ. The enclosure is refined until 2r <= δ/1000, so
@@ -27,21 +28,15 @@
 // per key) need MPFI at any fraction below ~1/10, and 0.1% keeps "inside" within 1.001·δ.
 
 namespace attn::verify {
+using detail::parallel_for;
+using detail::report_of;
+using detail::RowOutcome;
+
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kDecades = 12;  // histogram bins as in report_svg.cpp: 0, 1e-12 .. 1, > 1
 
-// What one row contributes to the report; merged in row order so threads do not change the result.
-struct RowOutcome {
-  std::vector<TensorFailure> failures;       // the deciding tier's
-  std::size_t other_failures = 0;            // the other tier's count
-  std::vector<double> usages, other_usages, plain_ratios;
-  bool capped = false;
-  bool fast = false;
-  std::size_t unbounded = 0;
-  bool certified = false;
-};
 
 // RowTerms buffers outlive the worker threads that fill them: a long row's take megabytes, and
 // certify_tensor starts its workers anew on every call, so each worker borrows one from this pool
@@ -84,34 +79,6 @@ struct BorrowedTerms {
   ~BorrowedTerms() { TermsPool::give(std::move(terms)); }
 };
 
-// Runs work(k) for k < count on `threads` workers; the first exception is rethrown here.
-template <typename Work> void parallel_for(std::size_t count, unsigned threads, const Work& work) {
-  unsigned workers = threads ? threads : std::max(1u, std::thread::hardware_concurrency());
-  workers = static_cast<unsigned>(std::min<std::size_t>(workers, std::max<std::size_t>(count, 1)));
-  if (workers == 1) {  // on the caller's thread: no thread to start (and its MPFR caches stay warm)
-    for (std::size_t k = 0; k < count; ++k) work(k);
-    return;
-  }
-  std::atomic<std::size_t> next{0};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  std::vector<std::thread> pool;
-  for (unsigned w = 0; w < workers; ++w) {
-    pool.emplace_back([&] {
-      MpfrThreadCaches caches;  // MPFR's thread-local constants, freed when the worker exits
-      for (std::size_t k = next++; k < count; k = next++) {
-        try {
-          work(k);
-        } catch (...) {
-          const std::lock_guard lock(error_mutex);
-          if (!error) error = std::current_exception();
-        }
-      }
-    });
-  }
-  for (std::thread& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
-}
 
 TensorFailure failure_at(const TensorProblem& p, std::size_t row, std::size_t c, double got, const char* reason) {
   const RowIndex r = row_index(p, row);
@@ -221,10 +188,6 @@ RowBands standard_bands(const TensorProblem& problem, Arithmetic arithmetic) {
     return tensor_row_tier_bands(*borrowed.terms, arithmetic, lambda);
   };
 }
-
-// The report from every row's outcome (defined below certify_tensor).
-TensorReport report_of(std::vector<RowOutcome>& outcomes, const std::vector<char>& certify,
-                       const CertifyOptions& options, double lambda);
 
 }  // namespace
 
@@ -360,7 +323,23 @@ TensorReport certify_tensor(const TensorProblem& p, std::span<const double> outp
   return report_of(outcomes, certify, options, lambda);
 }
 
-namespace {
+namespace detail {
+
+void judge(RowOutcome& outcome, const std::array<std::size_t, 4>& index, double got, const FineEnclosure& exact,
+           double deciding, double other, double certified, double statistical, DType dtype) {
+  const Distance d = distance_to(exact, got);
+  const auto usage_of = [&](double delta) { return d.lower == 0 ? 0 : delta > 0 ? d.lower / delta : kInf; };
+  const double usage = usage_of(deciding), other_usage = usage_of(other);
+  outcome.usages.push_back(usage);
+  outcome.other_usages.push_back(other_usage);
+  if (other_usage > 1) ++outcome.other_failures;
+  if (usage > 1) {
+    const Interval bounds{next_down(exact.head + exact.tail - exact.radius),
+                          next_up(exact.head + exact.tail + exact.radius)};
+    outcome.failures.push_back({index, got, bounds, deciding, certified, statistical,
+                                d.to_mid / ulp_of(dtype, exact.head), usage, "outside band"});
+  }
+}
 
 // The report from every row's outcome (`certify`: the rows certified against the oracle).
 TensorReport report_of(std::vector<RowOutcome>& outcomes, const std::vector<char>& certify,
@@ -414,6 +393,10 @@ TensorReport report_of(std::vector<RowOutcome>& outcomes, const std::vector<char
   report.statistical = options.tier == Tier::certified ? other : deciding;
   return report;
 }
+
+}  // namespace detail
+
+namespace {
 
 // The exact LSE in base 2: λ / ln 2 to ~150 bits, the radius scaled by 1/ln 2 < 1.4427 and widened
 // by the midpoint's roundings (< 2^-100 |λ₂|).
@@ -482,16 +465,7 @@ void certify_lse_row(const TensorProblem& p, std::span<const double> lse, std::s
   outcome.fast = enclosure.fast;
   outcome.certified = true;
   if (!std::isfinite(delta)) ++outcome.unbounded;
-  const Distance d = distance_to(e, got);
-  const double usage = d.lower == 0 ? 0 : delta > 0 ? d.lower / delta : kInf;
-  outcome.usages.push_back(usage);
-  outcome.other_usages.push_back(usage);
-  if (usage > 1) {
-    const Interval bounds{next_down(e.head - e.radius), next_up(e.head + e.radius)};
-    outcome.failures.push_back({{r.b, r.h, r.i, 0}, got, bounds, delta, delta, delta,
-                                d.to_mid / ulp_of(format.storage, e.head), usage, "outside band"});
-    ++outcome.other_failures;
-  }
+  detail::judge(outcome, {r.b, r.h, r.i, 0}, got, e, delta, delta, delta, delta, format.storage);
 }
 
 }  // namespace

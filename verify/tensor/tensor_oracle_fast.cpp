@@ -48,33 +48,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 bool finite(Interval x) { return std::isfinite(x.lo) && std::isfinite(x.hi); }
 
-// Step 1: D_j enclosed, and A_j rounded upwards.
-struct Dot {
-  Interval value;
-  double abs_upper = 0;
-};
-
-Dot dot_product(const double* q, const double* k, std::size_t length, const ProductSumBound& bound) {
-  double sum[4] = {0, 0, 0, 0}, abs[4] = {0, 0, 0, 0};
-  std::size_t c = 0;
-  for (; c + 4 <= length; c += 4) {
-    for (std::size_t lane = 0; lane < 4; ++lane) {
-      const double term = q[c + lane] * k[c + lane];
-      sum[lane] += term;
-      abs[lane] += std::fabs(term);
-    }
-  }
-  for (; c < length; ++c) {
-    const double term = q[c] * k[c];
-    sum[0] += term;
-    abs[0] += std::fabs(term);
-  }
-  const double total = (sum[0] + sum[1]) + (sum[2] + sum[3]);
-  const double abs_total = (abs[0] + abs[1]) + (abs[2] + abs[3]);
-  const double error = bound.error(abs_total);
-  return {{next_down(total - error), next_up(total + error)}, bound.abs_upper(abs_total)};
-}
-
 // Step 2: the multiplier, exact when given, else 1/√E rounded down and up.
 Interval scale_of(const TensorProblem& p) {
   if (p.scale) return {*p.scale, *p.scale};
@@ -180,7 +153,7 @@ std::optional<RowEnclosure> enclose_row_fast(const TensorProblem& p, std::size_t
   std::vector<const double*> values;
   for (std::size_t j = 0; j < p.S; ++j) {  // Steps 1-2
     if (!takes_part(p, r.b, r.h, r.i, j)) continue;
-    const Dot dot = dot_product(q, p.key.data() + key0 + j * key_stride, p.E, bound);
+    const DotEnclosure dot = dot_enclosure(q, p.key.data() + key0 + j * key_stride, p.E, bound);
     const double bias = additive_bias(p, r.b, r.h, r.i, j);
     const Interval score = add(multiply(out.scale, dot.value), {bias, bias});
     if (!finite(score) || !std::isfinite(dot.abs_upper)) return std::nullopt;

@@ -1,0 +1,185 @@
+// Backward kernels of scaled_dot_product_attention on a TensorProblem, written the ways real ones
+// are — FlashAttention-2's (P recomputed from the stored LSE, D_i from the stored output) and the
+// autograd of the math path (the saved softmax, D_i = Σ_j P_ij dP_ij) — in float or double, with
+// storage roundings, plus the bugs the trackers report. Which keys take part, the bias and the
+// layout come from the problem's own rules (tensor.hpp); the arithmetic is the kernels' own.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <numbers>
+#include <vector>
+
+#include "tensor/tensor.hpp"
+#include "tensor_kernels.hpp"
+
+namespace attn::testing_support {
+
+enum class BackwardAlgorithm { flash, math };
+
+/// A backward kernel's choices (first group: freedoms a correct kernel takes; second: bugs).
+struct BackwardChoices {
+  BackwardAlgorithm algorithm = BackwardAlgorithm::flash;
+  /// Storage rounding (fp16/bf16 inputs): the forward's output, P before dV and dS before dQ/dK
+  /// (flash), every intermediate tensor (math), the gradients. nullptr: none (fp32/fp64).
+  double (*round_storage)(double) = nullptr;
+  bool reverse = false;  ///< keys and rows last to first (atomics and tile orders differ)
+  bool no_D = false;                ///< bug: dS = P ∘ dP
+  bool D_from_bf16_out = false;     ///< bug: D from the output rounded to bf16 (an fp32 kernel)
+  bool no_scale_dq = false;         ///< bug: the scale missing in dQ
+  bool no_scale_dk = false;         ///< bug: the scale missing in dK
+  bool dk_from_ds = false;          ///< bug: dK = σ dS Q instead of σ dSᵀ Q (needs L = S)
+  bool gqa_first_head = false;      ///< bug: dK, dV from the group's first query head only
+  bool ignore_causal = false;       ///< bug: the causal rule left out of the backward
+  bool p_from_log2_lse = false;     ///< bug: P = exp(s - lse₂), a log2 LSE read as natural
+  bool dv_unnormalized = false;     ///< bug: dV from e^{s - max}, not divided by the sum
+  bool nan_masked_rows = false;     ///< bug: a row without keys gives NaN (the math path's 0/0)
+};
+
+/// What a forward-and-backward run returns: the forward's out [B, Hq, L, Ev] and natural LSE
+/// [B, Hq, L] (as a FlashAttention kernel stores them: out in storage, LSE in T; -inf without keys),
+/// and dq, dk, dv in the problem's layout.
+struct BackwardRun {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+
+template <class T>
+BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<double>& dout,
+                            const BackwardChoices& choices) {
+  using verify::tensor_index;
+  const T inf = std::numeric_limits<T>::infinity();
+  const auto store = [&](T x) -> T { return choices.round_storage ? static_cast<T>(choices.round_storage(x)) : x; };
+  const auto inter = [&](T x) -> T {
+    return choices.algorithm == BackwardAlgorithm::math ? store(x) : x;
+  };
+  const T scale = p.scale ? static_cast<T>(*p.scale) : T(1) / std::sqrt(static_cast<T>(p.E));
+  const std::size_t group = p.q_heads / p.kv_heads;
+  BackwardRun run;
+  run.out.assign(p.batch * p.q_heads * p.L * p.Ev, 0.0);
+  run.lse.assign(p.batch * p.q_heads * p.L, -std::numeric_limits<double>::infinity());
+  std::vector<T> dq(p.query.size(), T(0)), dk(p.key.size(), T(0)), dv(p.value.size(), T(0));
+  const auto q_at = [&](std::size_t b, std::size_t h, std::size_t i, std::size_t c) {
+    return static_cast<T>(p.query[tensor_index(p, p.q_heads, p.L, p.E, b, h, i, c)]);
+  };
+  const auto k_at = [&](std::size_t b, std::size_t g, std::size_t j, std::size_t c) {
+    return static_cast<T>(p.key[tensor_index(p, p.kv_heads, p.S, p.E, b, g, j, c)]);
+  };
+  const auto v_at = [&](std::size_t b, std::size_t g, std::size_t j, std::size_t c) {
+    return static_cast<T>(p.value[tensor_index(p, p.kv_heads, p.S, p.Ev, b, g, j, c)]);
+  };
+  const auto sees = [&](std::size_t b, std::size_t h, std::size_t i, std::size_t j, bool backward) {
+    if (verify::takes_part(p, b, h, i, j)) return true;
+    if (!(backward && choices.ignore_causal) || p.causal == verify::Causal::none) return false;
+    verify::TensorProblem open = p;  // the same problem without its causal rule
+    open.causal = verify::Causal::none;
+    return verify::takes_part(open, b, h, i, j);
+  };
+  const auto score_of = [&](std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
+    T dot = 0;
+    for (std::size_t c = 0; c < p.E; ++c) dot += q_at(b, h, i, c) * k_at(b, h / group, j, c);
+    T s = inter(inter(dot) * scale);
+    return inter(s + static_cast<T>(verify::additive_bias(p, b, h, i, j)));
+  };
+  // dS of every row, kept for the dk_from_ds bug: [B, Hq, L, S].
+  std::vector<T> dS_all(p.batch * p.q_heads * p.L * p.S, T(0));
+  for (std::size_t b = 0; b < p.batch; ++b) {
+    for (std::size_t h = 0; h < p.q_heads; ++h) {
+      const std::size_t g = h / group;
+      for (std::size_t n = 0; n < p.L; ++n) {
+        const std::size_t i = choices.reverse ? p.L - 1 - n : n;
+        const std::size_t row = (b * p.q_heads + h) * p.L + i;
+        // The forward: scores, maximum, sum, LSE, output (stored), and the saved softmax.
+        std::vector<T> s(p.S, -inf), P(p.S, T(0));
+        T m = -inf;
+        for (std::size_t j = 0; j < p.S; ++j) {
+          if (!verify::takes_part(p, b, h, i, j)) continue;
+          s[j] = score_of(b, h, i, j);
+          m = std::max(m, s[j]);
+        }
+        const auto out_at = [&](std::size_t c) { return tensor_index(p, p.q_heads, p.L, p.Ev, b, h, i, c); };
+        const auto dq_at = [&](std::size_t c) { return tensor_index(p, p.q_heads, p.L, p.E, b, h, i, c); };
+        if (m == -inf) {
+          if (choices.nan_masked_rows)
+            for (std::size_t c = 0; c < p.E; ++c) dq[dq_at(c)] = std::numeric_limits<T>::quiet_NaN();
+          continue;
+        }
+        T sum = 0;
+        for (std::size_t j = 0; j < p.S; ++j)
+          if (s[j] != -inf) sum += std::exp(s[j] - m);
+        const T lse = m + std::log(sum);
+        run.lse[row] = static_cast<double>(lse);
+        std::vector<T> out(p.Ev, T(0));
+        for (std::size_t j = 0; j < p.S; ++j) {
+          if (s[j] == -inf) continue;
+          P[j] = inter(std::exp(s[j] - m) / sum);
+          for (std::size_t c = 0; c < p.Ev; ++c) out[c] += std::exp(s[j] - m) * v_at(b, g, j, c);
+        }
+        for (std::size_t c = 0; c < p.Ev; ++c) {
+          out[c] = store(out[c] / sum);
+          run.out[out_at(c)] = static_cast<double>(out[c]);
+        }
+        // The backward of this row.
+        const auto d_out = [&](std::size_t c) { return static_cast<T>(dout[out_at(c)]); };
+        std::vector<T> dP(p.S, T(0));
+        std::vector<char> part(p.S, 0);
+        for (std::size_t j = 0; j < p.S; ++j) {
+          part[j] = sees(b, h, i, j, true);
+          if (!part[j]) continue;
+          T dot = 0;
+          for (std::size_t c = 0; c < p.Ev; ++c) dot += d_out(c) * v_at(b, g, j, c);
+          dP[j] = inter(dot);
+        }
+        const T lse_used = choices.p_from_log2_lse ? lse * static_cast<T>(std::numbers::log2e) : lse;
+        const auto weight = [&](std::size_t j) -> T {
+          if (choices.algorithm == BackwardAlgorithm::math && !choices.ignore_causal) return P[j];
+          return std::exp(score_of(b, h, i, j) - lse_used);
+        };
+        T D = 0;
+        if (choices.algorithm == BackwardAlgorithm::flash) {
+          for (std::size_t c = 0; c < p.Ev; ++c)
+            D += d_out(c) * (choices.D_from_bf16_out ? static_cast<T>(round_bf16(static_cast<double>(out[c]))) : out[c]);
+        } else {
+          for (std::size_t j = 0; j < p.S; ++j)
+            if (part[j]) D += weight(j) * dP[j];
+        }
+        if (choices.no_D) D = 0;
+        for (std::size_t t = 0; t < p.S; ++t) {
+          const std::size_t j = choices.reverse ? p.S - 1 - t : t;
+          if (!part[j]) continue;
+          const T Pj = weight(j);
+          const T dS = choices.round_storage ? store(Pj * inter(dP[j] - D)) : Pj * (dP[j] - D);
+          dS_all[row * p.S + j] = dS;
+          for (std::size_t c = 0; c < p.E; ++c) dq[dq_at(c)] += dS * k_at(b, g, j, c);
+          if (choices.gqa_first_head && h % group != 0) continue;
+          const T P_v = choices.dv_unnormalized ? std::exp(score_of(b, h, i, j) - m) : Pj;
+          const T P_stored = choices.round_storage ? store(P_v) : P_v;
+          for (std::size_t c = 0; c < p.E; ++c)
+            if (!choices.dk_from_ds) dk[tensor_index(p, p.kv_heads, p.S, p.E, b, g, j, c)] += dS * q_at(b, h, i, c);
+          for (std::size_t c = 0; c < p.Ev; ++c)
+            dv[tensor_index(p, p.kv_heads, p.S, p.Ev, b, g, j, c)] += P_stored * d_out(c);
+        }
+      }
+    }
+  }
+  if (choices.dk_from_ds) {  // dK_j = σ Σ_i dS[j][i] q_i, rows and keys swapped (L = S)
+    for (std::size_t b = 0; b < p.batch; ++b)
+      for (std::size_t h = 0; h < p.q_heads; ++h)
+        for (std::size_t j = 0; j < std::min(p.S, p.L); ++j)
+          for (std::size_t i = 0; i < std::min(p.S, p.L); ++i)
+            for (std::size_t c = 0; c < p.E; ++c)
+              dk[tensor_index(p, p.kv_heads, p.S, p.E, b, h / group, j, c)] +=
+                  dS_all[((b * p.q_heads + h) * p.L + j) * p.S + i] * q_at(b, h, i, c);
+  }
+  const auto finish = [&](const std::vector<T>& g, T factor, bool scaled) {
+    std::vector<double> out(g.size());
+    for (std::size_t n = 0; n < g.size(); ++n) out[n] = static_cast<double>(store(scaled ? inter(g[n]) * factor : g[n]));
+    return out;
+  };
+  run.dq = finish(dq, scale, !choices.no_scale_dq);
+  run.dk = finish(dk, scale, !choices.no_scale_dk);
+  run.dv = finish(dv, T(1), false);
+  return run;
+}
+
+}  // namespace attn::testing_support

@@ -1,0 +1,625 @@
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "numeric/double_interval.hpp"
+#include "numeric/formats.hpp"
+#include "tensor/tensor_backward.hpp"
+#include "tensor/tensor_report.hpp"
+
+// Backward certification: the gradient band δ and the verdict on dQ, dK, dV.
+//
+// Exact (tensor_backward.cpp): for row i (b, h, i) with keys J_i, P_ij = e^{s_ij - ℓ_i} with
+// ℓ_i = log Σ_j e^{s_ij}, dP_ij = dO_i · v_j, D_i = Σ_j P_ij dP_ij = dO_i · O_i,
+// dS_ij = P_ij (dP_ij - D_i), dQ_i = σ Σ_j dS_ij k_j, dK_j = σ Σ_i dS_ij q_i, dV_j = Σ_i P_ij dO_i
+// (the sums over i run over every query row of the kv head's group that sees key j).
+//
+// The algorithms (a correct backward in the declared arithmetic is either):
+//  (FA) FlashAttention-2's backward (Dao 2023, Algorithm 2): P̃_ij = exp(ŝ_ij - ℓ̂_i) recomputed
+//       from the stored LSE ℓ̂ (or exp2 of the log2-scaled pieces), D̃_i = fl(dO_i · Ô_i) from the
+//       stored output, dS̃ = P̃ ∘ (dP̃ - D̃), dQ = σ dS̃ K, dK = σ dS̃ᵀ Q, dV = P̃ᵀ dO, any tiling, any
+//       order of every sum (dQ accumulated by atomics), P and dS rounded to storage before their
+//       products when weights_in_storage (FlashAttention fp16/bf16).
+//  (M)  the autograd of the math path: P̃ the forward's softmax (one pass: the maximum, exps, the
+//       sum, a division), saved; D̃_i = fl(Σ_j P̃_ij dP̃_ij) (softmax's backward); the same products;
+//       with scores_in_storage (PyTorch's math path in fp16/bf16) every intermediate tensor is
+//       rounded to storage: P̃, dP̃, dS̃, the products' results, the scaled query.
+// Units as the forward's (tensor_band.cpp): u (compute), u_s and h_s (storage: the coarser unit of
+// the query's and K/V's formats, and the sum of both half-subnormal spacings), λ the smallest normal
+// of compute (a flush to zero errs by at most λ), θ_n and γ_n, η' = -log1p(-2·exp_ulps·u), c_σ = 2
+// when the scale is defaulted (else 1), g_p = γ_{c_σ+4} + γ_2 (Step 3's argument roundings).
+//
+// Step B1 (scores). |ŝ_ij - s_ij| <= e_ij and |s_ij| <= R_ij: the forward's Steps 1, 2, 2'
+// (ScoreErrorModel), the same routes (where the scale is applied, FMA, intermediates in storage).
+// Step B2 (weights). P̃_ij = P_ij e^{θ_ij}, |θ_ij| <= Θ_ij := max(Θ^FA, Θ^M):
+//   (FA) the argument deviates from s_ij - ℓ_i by the score's error, the stored LSE's Δ_i >= |ℓ̂_i - ℓ_i|
+//        (measured from the given LSE, else the forward's LSE band, Step L, stored in fp32), and
+//        its formation's roundings (as Step 3, of |ŝ| + |ℓ̂|); exp adds η':
+//        Θ^FA = e_ij + Δ_i + g_p (R_ij + e_ij + |ℓ_i| + Δ_i) + η'.
+//   (M)  ê_ij = exp(fl(ŝ_ij - m̂_i))(1 + ε) with m̂ = max ŝ: the shift m̂ - m cancels in the
+//        normalization, so ê_ij = e^{s_ij - m} λ_ij with |log λ_ij| <= x_ij := e_ij + g_p (R_ij + e_ij +
+//        P_i) + η' (P_i := max_j (R_ij + e_ij) >= |m̂|); the sum of n_i positive terms and the
+//        division are θ_{n_i}; the mean Σ_j P_ij λ_ij lies within e^{±max_j x_ij}:
+//        Θ^M = x_ij + max_j x_ij - log1p(-γ_{n_i+1}).
+//   Each bound is a bound for its algorithm; the band is monotone in Θ, so the larger holds for both.
+//   π_ij := P_ij expm1(Θ_ij) + λ >= |P̃ - P| (a flushed exp); P rounded to storage (weights or
+//   scores in storage: the saved softmax of (M), P before dV in (FA)) adds u_s |P̃| + h_s. P̄_ij :=
+//   P_ij + π_ij >= |P̃_ij|.
+// Step B3 (dP). dP̃_ij = fl(dO_i · v_j): |dP̃ - dP| <= ε^P_ij := γ_{Ev+c_v} A_ij + 2 Ev λ, A_ij = Σ_c
+//   |dO_ic v_jc| (c_v = 1 when inputs convert to compute); rounded to storage (M, intermediates):
+//   + u_s (|dP| + ε^P) + h_s.
+// Step B4 (D). Its error d_i >= |D̃_i - D_i| is the larger of
+//   (FA) |dO · Ô - D| + γ_{Ev+c_v+1} Σ_c |dO_c Ô_c| + 2 Ev λ with the given output Ô (|dO · Ô - D|
+//        from the enclosure of D and Ô's exact dot product), else Σ_c |dO_c| δ_c + γ_{Ev+c_v+1}
+//        Σ_c |dO_c| (|O_c| + δ_c) + 2 Ev λ with δ the output's certified band;
+//   (M)  Σ_j π_ij |dP_ij| + Σ_j P̄_ij ε^P_ij + γ_{n_i+1} Σ_j P̄_ij (|dP_ij| + ε^P_ij) + 2 n_i λ.
+//   This is the term that does not average out: it enters every key of the row with one sign.
+// Step B5 (dS). With a_ij = dP_ij - D_i and ε^a = ε^P_ij + d_i (the error of dP̃ - D̃), the
+//   subtraction and the product rounding once each:
+//   |dS̃ - dS| <= ε^S_ij := π_ij |a| + P̄_ij ε^a + γ_2 P̄_ij (|a| + ε^a) + λ,
+//   rounded to storage (weights or scores in storage) + u_s (P_ij |a| + ε^S) + h_s; and
+//   |dS̃| <= μ_ij := P_ij |a| + ε^S.
+// Step B6 (dQ, dK). dQ_ic = σ Σ_j dS_ij k_jc over n terms (dK: over the rows that see key j). The
+//   kernel forms fl(σ̂ Σ̂ fl(dS̃ k)) in any order, σ̂ = σ θ_{c_σ} applied before or after the sum (or
+//   to K, or to Q in the math path: one rounding either way): Higham's (3.5) gives
+//   |dQ̃_c - dQ_c| <= |σ| [(1 + γ_{c_σ+2}) Σ_j ε^S_j |k_jc| + γ_{n+c_σ+2+c_v} Σ_j μ_j |k_jc|] + (n + 2) λ max(1, |σ|).
+//   Intermediates in storage (M): the matrix product's result rounded, then the product by σ:
+//   + γ_2(u_s) (that + |σ| Σ μ |k|) + 2 h_s; dK reads the scaled query rounded to storage
+//   (query_in_storage): + u_s |σ| Σ_i μ_i |q_ic| (1 + γ_2) + h_s Σ_i μ_i; under GQA the G heads' results
+//   added in storage: + γ_G(u_s) (that + |σ| Σ μ |q|) + G h_s.
+// Step B7 (dV). dV_jc = Σ_i P_ij dO_ic: |dṼ_c - dV_c| <= Σ_i π_i |dO_ic| + γ_{n+1+c_v} Σ_i P̄_i |dO_ic|
+//   + (n + 1) λ; intermediates (and GQA) in storage as in B6 without σ.
+// Step B8 (storage). A gradient rounded to a storage coarser than compute: δ = δ' + u_s (|g| + δ') + h_s
+//   with |g| the enclosure's upper end. Every bound is evaluated in round-to-nearest from non-negative
+//   terms and multiplied by 1 + 2^-20 (fewer than 2^30 roundings of relative 2^-53).
+// Step B9 (what it does not cover). Judgements, as the forward's: exp within exp_ulps; the stored LSE
+//   is read in the units it was written in (a kernel reading a log2 LSE as natural is a bug, and is
+//   caught); a kernel that forms D_i from a coarser copy of O than the one it returned (FlashAttention
+//   keeps O in storage: give that) is judged against the given one. Size: δ grows like n·u in the sums
+//   (worst case, as the forward's certified tier), and (M)'s normalization adds n·u to every weight.
+//
+// The oracle. The enclosures come from the forward oracle's rows (enclose_row_fast, else MPFI at 64
+// bits): ℓ_i and O_i enclosed, D_i = dO_i · O_i, P_ij (dQ: the row's weights; dK, dV: e^{s_ij - ℓ_i}
+// from the score's enclosure and ℓ_i's), dP_ij and dS_ij = P_ij (dP_ij - D_i) in outward-rounded
+// double intervals, the gradient sums as midpoint sums with ProductSumBound plus the radii. An
+// element whose enclosure is wider than δ/1000 (fp64 kernels, always) is decided by the MPFI
+// gradients (enclose_gradients) at 128 bits, doubling to 512, for problems up to kMpfiWork.
+
+namespace attn::verify {
+using detail::parallel_for;
+using detail::report_of;
+using detail::RowOutcome;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kSafety = 1 + 0x1p-20;
+
+Interval subtract(Interval a, Interval b) { return add(a, {-b.hi, -b.lo}); }
+double magnitude(Interval a) { return std::max(std::fabs(a.lo), std::fabs(a.hi)); }
+
+// The arithmetic's constants (the derivation's units).
+struct Units {
+  double u = 0, lambda = 0, u_s = 0, h_s = 0, eta_prime = 0, g_piece = 0, c_sigma = 1, c_v = 0;
+  double g2 = 0, g_dp = 0, g_d = 0;
+  bool p_storage = false, ds_storage = false, intermediates = false, q_storage = false, output_rounds = false;
+};
+
+Units units_of(const TensorProblem& p, const Arithmetic& a) {
+  Units u;
+  const DType kv = a.kv_storage.value_or(a.storage);
+  u.u = unit_roundoff(a.compute);
+  u.lambda = smallest_normal(a.compute);
+  u.u_s = std::max(unit_roundoff(a.storage), unit_roundoff(kv));
+  u.h_s = half_smallest_subnormal(a.storage) + (kv != a.storage ? half_smallest_subnormal(kv) : 0.0);
+  u.eta_prime = -std::log1p(-2 * a.exp_ulps * u.u);
+  u.c_sigma = p.scale ? 1 : 2;
+  u.g_piece = gamma_bound(u.c_sigma + 4, u.u) + gamma_bound(2, u.u);
+  u.c_v = (unit_roundoff(a.storage) < u.u || unit_roundoff(kv) < u.u) ? 1 : 0;
+  u.g2 = gamma_bound(2, u.u);
+  u.g_dp = gamma_bound(static_cast<double>(p.Ev) + u.c_v, u.u);
+  u.g_d = gamma_bound(static_cast<double>(p.Ev) + u.c_v + 1, u.u);
+  u.p_storage = a.weights_in_storage || a.scores_in_storage;
+  u.ds_storage = a.weights_in_storage || a.scores_in_storage;
+  u.intermediates = a.scores_in_storage;
+  u.q_storage = a.query_in_storage;
+  u.output_rounds = unit_roundoff(a.storage) > u.u;
+  return u;
+}
+
+// What Phase A keeps of one query row for the key rows' sums (Phase B).
+struct RowStats {
+  bool has_keys = false;
+  Interval lse{0, 0};  // ℓ_i
+  Interval D{0, 0};    // D_i
+  double abs_lse = 0, delta = 0, d = 0;
+  double P = 0, x_max = 0, log_norm = 0;  // (M): max_j (R + e), max_j x_j, -log1p(-γ_{n+1})
+  double abs_query = 0;                   // Σ_c |q_c| (query_in_storage)
+};
+
+// Step B2 for one key of a row.
+struct Weight {
+  double pi = 0;    // >= |P̃ - P|
+  double used = 0;  // >= |P̃|
+};
+Weight weight_of(const Units& u, const RowStats& r, double P_hi, double R, double e) {
+  const double fa = e + r.delta + u.g_piece * (R + e + r.abs_lse + r.delta) + u.eta_prime;
+  const double x = e + u.g_piece * (R + e + r.P) + u.eta_prime;
+  const double theta = std::max(fa, x + r.x_max + r.log_norm);
+  Weight w;
+  w.pi = P_hi * std::expm1(theta) + u.lambda;
+  w.used = P_hi + w.pi;
+  if (u.p_storage) w.pi += u.u_s * w.used + u.h_s, w.used = P_hi + w.pi;
+  return w;
+}
+
+// Step B3: the error of dP̃.
+double dp_error(const Units& u, std::size_t Ev, const DotEnclosure& dp) {
+  double e = u.g_dp * dp.abs_upper + 2 * static_cast<double>(Ev) * u.lambda;
+  if (u.intermediates) e += u.u_s * (magnitude(dp.value) + e) + u.h_s;
+  return e;
+}
+
+// Step B5: dS enclosed, its error and magnitude bounds.
+struct Ds {
+  Interval value;
+  double err = 0, mag = 0;
+};
+Ds ds_of(const Units& u, Interval P, const Weight& w, const DotEnclosure& dp, double e_dp, const RowStats& r) {
+  const Interval a = subtract(dp.value, r.D);
+  const double abs_a = magnitude(a), e_a = e_dp + r.d;
+  double err = w.pi * abs_a + w.used * e_a + u.g2 * w.used * (abs_a + e_a) + u.lambda;
+  if (u.ds_storage) err += u.u_s * (P.hi * abs_a + err) + u.h_s;
+  return {multiply(P, a), err, P.hi * abs_a + err};
+}
+
+// One gradient row's sums over its terms x·f_c (x = dS or P, f = a key, query or dout row).
+struct GradientSums {
+  std::vector<double> mid, abs, rad, err, mag;
+  double total_mag = 0;  // Σ of the terms' magnitude bounds μ
+  std::size_t terms = 0;
+  explicit GradientSums(std::size_t width)
+      : mid(width, 0.0), abs(width, 0.0), rad(width, 0.0), err(width, 0.0), mag(width, 0.0) {}
+  void add(const double* f, Interval x, double x_err, double x_mag) {
+    const double m = std::clamp(0.5 * x.lo + 0.5 * x.hi, x.lo, x.hi);
+    const double r = std::max(next_up(x.hi - m), next_up(m - x.lo));
+    const std::size_t width = mid.size();
+    for (std::size_t c = 0; c < width; ++c) {
+      const double fc = f[c], a = std::fabs(fc);
+      mid[c] += m * fc;
+      abs[c] += std::fabs(m * fc);
+      rad[c] += r * a;
+      err[c] += x_err * a;
+      mag[c] += x_mag * a;
+    }
+    total_mag += x_mag;
+    ++terms;
+  }
+};
+
+// What the band of a finished row adds beyond Steps B6/B7's sums.
+struct Finish {
+  bool scaled = true;     // dQ, dK: times σ
+  bool q_storage = false;  // dK under query_in_storage
+  double group = 1;        // the heads whose results add in storage (dK, dV under GQA)
+};
+
+// One certified gradient row: the kernel's values, the enclosures, the band.
+struct CertifiedRow {
+  std::size_t row = 0;
+  std::array<std::size_t, 3> index{};  // (b, head, position)
+  std::vector<Interval> exact;
+  std::vector<FineEnclosure> fine;
+  std::vector<double> band;
+  bool fast = true;
+};
+
+// Steps B6-B8 and the enclosures of one row's gradient from its sums.
+void finish(const GradientSums& s, const Units& u, Interval sigma, const Finish& f, CertifiedRow& out) {
+  const std::size_t width = s.mid.size();
+  const double n = static_cast<double>(s.terms);
+  const ProductSumBound bound(std::max<std::size_t>(s.terms, 1));
+  const double rad_factor = 1 + 2 * gamma_of(n + 2);
+  const double sigma_abs = f.scaled ? magnitude(sigma) : 1.0;
+  const double g_depth = gamma_bound(n + (f.scaled ? u.c_sigma + 2 : 1) + u.c_v, u.u);
+  const double g_sigma = f.scaled ? gamma_bound(u.c_sigma + 2, u.u) : 0.0;
+  const double flush = (n + 2) * u.lambda * std::max(1.0, sigma_abs);
+  const double gs2 = gamma_bound(f.scaled ? 2 : 1, u.u_s), g_group = gamma_bound(f.group, u.u_s);
+  out.exact.resize(width), out.fine.resize(width), out.band.resize(width);
+  for (std::size_t c = 0; c < width; ++c) {
+    const double radius = next_up((bound.error(s.abs[c]) + up_bound(s.rad[c] * rad_factor)) * kRoundingSafety);
+    Interval value{next_down(s.mid[c] - radius), next_up(s.mid[c] + radius)};
+    if (f.scaled) value = multiply(sigma, value);
+    out.exact[c] = value;
+    const double head = std::clamp(0.5 * value.lo + 0.5 * value.hi, value.lo, value.hi);
+    out.fine[c] = {head, 0, std::max(next_up(value.hi - head), next_up(head - value.lo))};
+    const double mag = sigma_abs * s.mag[c];
+    double delta = sigma_abs * ((1 + g_sigma) * s.err[c] + g_depth * s.mag[c]) + flush;
+    if (u.intermediates) delta += gs2 * (delta + mag) + (f.scaled ? 2 : 1) * u.h_s;
+    if (f.q_storage) delta += u.u_s * mag * (1 + u.g2) + u.h_s * s.total_mag;
+    if (u.intermediates && f.group > 1) delta += g_group * (delta + mag) + f.group * u.h_s;
+    if (u.output_rounds) delta += u.u_s * (magnitude(value) + delta) + u.h_s;
+    delta *= kSafety;
+    out.band[c] = std::isnan(delta) ? kInf : delta;
+  }
+}
+
+// A sample of `rows` of `total` indices drawn with `seed` (all when rows is nullopt or >= total),
+// always the first and the last, as sample_rows draws query rows.
+std::vector<char> sample_of(std::size_t total, std::optional<std::size_t> rows, std::uint64_t seed) {
+  std::vector<char> chosen(total, rows && *rows < total ? 0 : 1);
+  if (total == 0 || !rows || *rows >= total) return chosen;
+  chosen[0] = chosen[total - 1] = 1;
+  std::size_t count = total > 1 ? 2 : 1;
+  std::vector<std::size_t> all(total);
+  for (std::size_t k = 0; k < total; ++k) all[k] = k;
+  std::mt19937_64 random(seed);
+  for (std::size_t k = 0; k < total && count < *rows; ++k) {
+    std::swap(all[k], all[k + random() % (total - k)]);
+    if (!chosen[all[k]]) chosen[all[k]] = 1, ++count;
+  }
+  return chosen;
+}
+
+// The cheap checks of one gradient row (finite; exactly zero when `zero`).
+void cheap_checks(std::span<const double> grad, std::size_t first, std::size_t width, std::array<std::size_t, 3> at,
+                  bool zero, DType dtype, const char* zero_reason, RowOutcome& outcome) {
+  for (std::size_t c = 0; c < width; ++c) {
+    const double got = grad[first + c];
+    const char* reason = std::isnan(got) ? (zero ? "NaN in a fully masked row" : "NaN")
+                         : std::isinf(got) ? "Inf"
+                         : zero && got != 0 ? zero_reason
+                                            : nullptr;
+    if (reason)
+      outcome.failures.push_back(
+          {{at[0], at[1], at[2], c}, got, {0, 0}, 0, 0, 0, std::fabs(got) / ulp_of(dtype, 0), kInf, reason});
+  }
+}
+
+class Backward {
+ public:
+  Backward(const TensorProblem& p, std::span<const double> dout, const CertifyOptions& options,
+           const BackwardInputs& inputs)
+      : p_(p), dout_(dout), options_(options), inputs_(inputs) {
+    arithmetic_ = options.arithmetic;
+    arithmetic_.kv_storage = p.kv_dtype;
+    units_ = units_of(p, arithmetic_);
+    const double E = static_cast<double>(p.E);
+    sigma_ = p.scale ? Interval{*p.scale, *p.scale} : Interval{next_down(1 / std::sqrt(E)), next_up(1 / std::sqrt(E))};
+    if (!p.scale) sigma_ = {next_down(sigma_.lo), next_up(sigma_.hi)};  // sqrt and the division, each <= 1/2 ulp
+  }
+
+  // Phase A: one query row's statistics, and its dQ when `certify`.
+  void row(std::size_t row, bool certify, RowStats& stats, std::optional<CertifiedRow>& dq) const {
+    const RowIndex r = row_index(p_, row);
+    std::optional<RowEnclosure> fast = enclose_row_fast(p_, row);
+    const RowEnclosure e = fast ? std::move(*fast) : enclose_row(p_, row, 64);
+    if (e.empty) return;
+    stats.has_keys = true;
+    stats.lse = e.lse;
+    stats.abs_lse = magnitude(e.lse);
+    const std::size_t g = kv_head_of(p_, r.h), n = e.keys.size();
+    const double* q = p_.query.data() + tensor_index(p_, p_.q_heads, p_.L, p_.E, r.b, r.h, r.i, 0);
+    const double* d_out = dout_.data() + output_index(p_, row, 0);
+    for (std::size_t c = 0; c < p_.E; ++c) stats.abs_query += std::fabs(q[c]);
+    stats.abs_query = up_bound(stats.abs_query * kSafety);
+    // D_i = dO · O, and Σ |dO_c| max|O_c| for Step B4.
+    double mid = 0, abs = 0, rad = 0, dout_o = 0;
+    for (std::size_t c = 0; c < p_.Ev; ++c) {
+      const FineEnclosure& o = e.fine[c];
+      mid += d_out[c] * o.head;
+      abs += std::fabs(d_out[c] * o.head);
+      rad += std::fabs(d_out[c]) * (o.radius + std::fabs(o.tail));
+      dout_o += std::fabs(d_out[c]) * magnitude(e.out[c]);
+    }
+    const ProductSumBound ev_bound(p_.Ev);
+    const double D_radius = next_up((ev_bound.error(abs) + up_bound(rad * kSafety)) * kRoundingSafety);
+    stats.D = {next_down(mid - D_radius), next_up(mid + D_radius)};
+    // The forward's bands when the kernel's output or LSE is not given.
+    std::vector<double> out_band;
+    double lse_band = 0;
+    if (inputs_.out.empty() || inputs_.lse.empty()) {
+      RowTerms terms;
+      band_terms(p_, row, e, terms);
+      TierBands b = tensor_row_tier_bands(terms, arithmetic_, std::nullopt);
+      out_band = std::move(b.certified);
+      lse_band = stored_lse_band(b.lse, stats.abs_lse, LseFormat{}, arithmetic_.compute);
+    }
+    if (inputs_.lse.empty()) {
+      stats.delta = lse_band;
+    } else {
+      const double got = inputs_.lse[row];
+      const double natural = inputs_.lse_format.base2 ? got * std::numbers::ln2 : got;
+      stats.delta = up_bound(std::max(std::fabs(natural - e.lse.lo), std::fabs(natural - e.lse.hi)) +
+                             std::fabs(natural) * 0x1p-50);
+    }
+    // Per key: the score's error (B1), x_j (B2, M), dP (B3).
+    const ScoreErrorModel score_error(arithmetic_, p_.E, magnitude(sigma_), !p_.scale.has_value());
+    std::vector<double> R(n), err(n), e_dp(n);
+    std::vector<DotEnclosure> dp(n);
+    const ProductSumBound dp_bound(p_.Ev);
+    for (std::size_t t = 0; t < n; ++t) {
+      const std::size_t j = e.keys[t];
+      const double abs_sides = units_.q_storage ? key_abs(r.b, g, j) + stats.abs_query : 0.0;
+      const auto b = score_error(e.abs_dots[t], std::fabs(additive_bias(p_, r.b, r.h, r.i, j)), abs_sides);
+      R[t] = b.R, err[t] = b.e;
+      stats.P = std::max(stats.P, b.R + b.e);
+      dp[t] = dot_enclosure(d_out, value_row(r.b, g, j), p_.Ev, dp_bound);
+      e_dp[t] = dp_error(units_, p_.Ev, dp[t]);
+    }
+    for (std::size_t t = 0; t < n; ++t)
+      stats.x_max = std::max(stats.x_max, err[t] + units_.g_piece * (R[t] + err[t] + stats.P) + units_.eta_prime);
+    const double g_n = gamma_bound(static_cast<double>(n) + 1, units_.u);
+    stats.log_norm = -std::log1p(-g_n);
+    // Step B4.
+    double d_math = 2 * static_cast<double>(n) * units_.lambda;
+    std::vector<Weight> w(n);
+    for (std::size_t t = 0; t < n; ++t) {
+      w[t] = weight_of(units_, stats, e.weights[t].hi, R[t], err[t]);
+      const double abs_dp = magnitude(dp[t].value);
+      d_math += w[t].pi * abs_dp + w[t].used * e_dp[t] + g_n * w[t].used * (abs_dp + e_dp[t]);
+    }
+    double d_fa = 2 * static_cast<double>(p_.Ev) * units_.lambda;
+    if (!inputs_.out.empty()) {
+      const double* o = inputs_.out.data() + output_index(p_, row, 0);
+      const DotEnclosure given = dot_enclosure(d_out, o, p_.Ev, ev_bound);
+      d_fa += magnitude(subtract(given.value, stats.D)) + units_.g_d * given.abs_upper;
+    } else {
+      for (std::size_t c = 0; c < p_.Ev; ++c)
+        d_fa += std::fabs(d_out[c]) * out_band[c] * (1 + units_.g_d) +
+                units_.g_d * std::fabs(d_out[c]) * magnitude(e.out[c]);
+    }
+    stats.d = std::max(d_math, d_fa) * kSafety;
+    if (!std::isfinite(stats.d)) stats.d = kInf;
+    if (!certify) return;
+    // Step B5 and B6: dQ_i = σ Σ_j dS_ij k_j.
+    GradientSums sums(p_.E);
+    for (std::size_t t = 0; t < n; ++t) {
+      const Ds ds = ds_of(units_, e.weights[t], w[t], dp[t], e_dp[t], stats);
+      sums.add(key_row(r.b, g, e.keys[t]), ds.value, ds.err, ds.mag);
+    }
+    CertifiedRow out;
+    out.row = row;
+    out.index = {r.b, r.h, r.i};
+    out.fast = e.fast;
+    finish(sums, units_, sigma_, {.scaled = true}, out);
+    dq = std::move(out);
+  }
+
+  // Phase B: key row (b, g, j)'s dK and dV from every query row of the group that sees it.
+  void key(std::size_t b, std::size_t g, std::size_t j, const std::vector<RowStats>& stats, CertifiedRow& dk,
+           CertifiedRow& dv) const {
+    const std::size_t group = p_.q_heads / p_.kv_heads;
+    GradientSums k_sums(p_.E), v_sums(p_.Ev);
+    const double* k = key_row(b, g, j);
+    const double* v = value_row(b, g, j);
+    const ProductSumBound e_bound(p_.E), ev_bound(p_.Ev);
+    const ScoreErrorModel score_error(arithmetic_, p_.E, magnitude(sigma_), !p_.scale.has_value());
+    const double abs_key = units_.q_storage ? key_abs(b, g, j) : 0.0;
+    for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
+      for (std::size_t i = 0; i < p_.L; ++i) {
+        if (!takes_part(p_, b, h, i, j)) continue;
+        const std::size_t row = (b * p_.q_heads + h) * p_.L + i;
+        const RowStats& r = stats[row];
+        const double* q = p_.query.data() + tensor_index(p_, p_.q_heads, p_.L, p_.E, b, h, i, 0);
+        const double* d_out = dout_.data() + output_index(p_, row, 0);
+        const DotEnclosure dot = dot_enclosure(q, k, p_.E, e_bound);
+        const double bias = additive_bias(p_, b, h, i, j);
+        const Interval score = add(multiply(sigma_, dot.value), {bias, bias});
+        const Interval arg = subtract(score, r.lse);
+        const Interval P{exp_enclosure(arg.lo).lo, std::min(1.0, exp_enclosure(std::min(arg.hi, 0.0)).hi)};
+        const auto sb = score_error(dot.abs_upper, std::fabs(bias), units_.q_storage ? abs_key + r.abs_query : 0.0);
+        const Weight w = weight_of(units_, r, P.hi, sb.R, sb.e);
+        const DotEnclosure dp = dot_enclosure(d_out, v, p_.Ev, ev_bound);
+        const Ds ds = ds_of(units_, P, w, dp, dp_error(units_, p_.Ev, dp), r);
+        k_sums.add(q, ds.value, ds.err, ds.mag);
+        v_sums.add(d_out, P, w.pi, w.used);
+      }
+    }
+    const double heads = static_cast<double>(group);
+    dk.index = dv.index = {b, g, j};
+    finish(k_sums, units_, sigma_, {.scaled = true, .q_storage = units_.q_storage, .group = heads}, dk);
+    finish(v_sums, units_, sigma_, {.scaled = false, .group = heads}, dv);
+  }
+
+  const double* key_row(std::size_t b, std::size_t g, std::size_t j) const {
+    return p_.key.data() + tensor_index(p_, p_.kv_heads, p_.S, p_.E, b, g, j, 0);
+  }
+  const double* value_row(std::size_t b, std::size_t g, std::size_t j) const {
+    return p_.value.data() + tensor_index(p_, p_.kv_heads, p_.S, p_.Ev, b, g, j, 0);
+  }
+  double key_abs(std::size_t b, std::size_t g, std::size_t j) const {
+    const double* k = key_row(b, g, j);
+    double sum = 0;
+    for (std::size_t c = 0; c < p_.E; ++c) sum += std::fabs(k[c]);
+    return up_bound(sum * kSafety);
+  }
+
+ private:
+  const TensorProblem& p_;
+  std::span<const double> dout_;
+  const CertifyOptions& options_;
+  const BackwardInputs& inputs_;
+  Arithmetic arithmetic_;
+  Units units_;
+  Interval sigma_;
+};
+
+// Judges a certified row (its enclosures possibly replaced by the MPFI ones).
+void judge_row(const CertifiedRow& row, std::span<const double> grad, std::size_t first, DType dtype,
+               RowOutcome& outcome) {
+  outcome.certified = true;
+  outcome.fast = row.fast;
+  for (std::size_t c = 0; c < row.band.size(); ++c) {
+    const double got = grad[first + c];
+    if (!std::isfinite(got)) continue;  // failed in the cheap checks
+    if (!std::isfinite(row.band[c])) ++outcome.unbounded;
+    const double delta = row.band[c];
+    detail::judge(outcome, {row.index[0], row.index[1], row.index[2], c}, got, row.fine[c], delta, delta, delta, delta,
+                  dtype);
+  }
+  for (std::size_t c = 0; c < row.band.size(); ++c) outcome.capped = outcome.capped || !(2 * row.fine[c].radius <= row.band[c] / 1000);
+}
+
+bool undecided(const CertifiedRow& row) {
+  for (std::size_t c = 0; c < row.band.size(); ++c)
+    if (std::isfinite(row.band[c]) && !(2 * row.fine[c].radius <= row.band[c] / 1000)) return true;
+  return false;
+}
+
+}  // namespace
+
+Result<Ok, Error> validate_backward_inputs(const TensorProblem& p, const BackwardInputs& inputs) {
+  const std::size_t rows = p.batch * p.q_heads * p.L;
+  if (!inputs.out.empty()) {
+    if (inputs.out.size() != rows * p.Ev)
+      return Error{"out: expected " + std::to_string(rows * p.Ev) + " values (the output's [B, Hq, L, Ev]), got " +
+                   std::to_string(inputs.out.size())};
+    for (std::size_t n = 0; n < inputs.out.size(); ++n)
+      if (!std::isfinite(inputs.out[n])) return Error{"out: element " + std::to_string(n) + " is not finite"};
+  }
+  if (!inputs.lse.empty()) {
+    if (inputs.lse.size() != rows)
+      return Error{"lse: expected " + std::to_string(rows) + " values ([B, Hq, L]), got " +
+                   std::to_string(inputs.lse.size())};
+    for (std::size_t row = 0; row < rows; ++row) {
+      if (row_has_keys(p, row) && !std::isfinite(inputs.lse[row]))
+        return Error{"lse: row " + std::to_string(row) + " has keys but its LSE is not finite"};
+    }
+  }
+  return Ok{};
+}
+
+BackwardReport certify_backward(const TensorProblem& p, std::span<const double> dout, std::span<const double> dq,
+                                std::span<const double> dk, std::span<const double> dv, const CertifyOptions& options,
+                                const BackwardInputs& inputs) {
+  if (auto ok = validate(p); !ok) throw ContractError("certify_backward: " + ok.error().message);
+  if (auto ok = validate_dout(p, dout); !ok) throw ContractError("certify_backward: " + ok.error().message);
+  if (auto ok = validate_backward_inputs(p, inputs); !ok) throw ContractError("certify_backward: " + ok.error().message);
+  if (const std::string error = structure_error(options.arithmetic.structure); !error.empty())
+    throw ContractError("certify_backward: " + error);
+  if (!(options.alpha > 0 && options.alpha < 1)) throw ContractError("certify_backward: alpha must be in (0, 1)");
+  const std::size_t rows = p.batch * p.q_heads * p.L, keys = p.batch * p.kv_heads * p.S;
+  if (dq.size() != rows * p.E) throw ContractError("certify_backward: dq size is not B·Hq·L·E");
+  if (dk.size() != keys * p.E) throw ContractError("certify_backward: dk size is not B·Hkv·S·E");
+  if (dv.size() != keys * p.Ev) throw ContractError("certify_backward: dv size is not B·Hkv·S·Ev");
+  const std::size_t group = p.q_heads / p.kv_heads;
+  const Backward backward(p, dout, options, inputs);
+  const auto key_at = [&](std::size_t key) {
+    return std::array<std::size_t, 3>{key / (p.kv_heads * p.S), key / p.S % p.kv_heads, key % p.S};
+  };
+  const auto key_first = [&](std::size_t key, std::size_t width) {
+    const auto [b, g, j] = key_at(key);
+    return tensor_index(p, p.kv_heads, p.S, width, b, g, j, 0);
+  };
+  const auto q_first = [&](std::size_t row) {
+    const RowIndex r = row_index(p, row);
+    return tensor_index(p, p.q_heads, p.L, p.E, r.b, r.h, r.i, 0);
+  };
+
+  // What is certified: sampled query rows (every row without keys is checked zero anyway) and key rows.
+  std::vector<char> certify_q(rows, 0);
+  for (std::size_t row : sample_rows(p, options.rows, options.seed)) certify_q[row] = 1;
+  const std::vector<char> certify_k = sample_of(keys, options.rows, options.seed ^ 0x9e3779b97f4a7c15ULL);
+  // Phase A runs on the certified query rows and on every row of a group holding a certified key.
+  std::vector<char> needed = certify_q, group_needed(p.batch * p.kv_heads, 0);
+  for (std::size_t key = 0; key < keys; ++key)
+    if (certify_k[key]) group_needed[key / p.S] = 1;
+  for (std::size_t row = 0; row < rows; ++row) {
+    const RowIndex r = row_index(p, row);
+    if (group_needed[r.b * p.kv_heads + kv_head_of(p, r.h)]) needed[row] = 1;
+  }
+  std::vector<RowOutcome> q_outcomes(rows), k_outcomes(keys), v_outcomes(keys);
+  std::vector<RowStats> stats(rows);
+  std::vector<std::optional<CertifiedRow>> q_rows(rows);
+  parallel_for(rows, options.threads, [&](std::size_t row) {
+    const RowIndex r = row_index(p, row);
+    const bool empty = !row_has_keys(p, row);
+    cheap_checks(dq, q_first(row), p.E, {r.b, r.h, r.i}, empty, p.dtype, "masked row not zero", q_outcomes[row]);
+    if (needed[row] && !empty) backward.row(row, certify_q[row] != 0, stats[row], q_rows[row]);
+  });
+  std::vector<CertifiedRow> k_rows(keys), v_rows(keys);
+  parallel_for(keys, options.threads, [&](std::size_t key) {
+    const auto [b, g, j] = key_at(key);
+    bool seen = false;
+    for (std::size_t h = g * group; h < (g + 1) * group && !seen; ++h)
+      for (std::size_t i = 0; i < p.L && !seen; ++i) seen = takes_part(p, b, h, i, j);
+    cheap_checks(dk, key_first(key, p.E), p.E, {b, g, j}, !seen, p.dtype, "unseen key's gradient not zero",
+                 k_outcomes[key]);
+    cheap_checks(dv, key_first(key, p.Ev), p.Ev, {b, g, j}, !seen, p.dtype, "unseen key's gradient not zero",
+                 v_outcomes[key]);
+    if (certify_k[key] && seen) {
+      k_rows[key].row = v_rows[key].row = key;
+      backward.key(b, g, j, stats, k_rows[key], v_rows[key]);
+    }
+  });
+
+  // MPFI where the fast enclosures do not decide (fp64 kernels).
+  bool refine = false;
+  for (const auto& row : q_rows) refine = refine || (row && undecided(*row));
+  for (std::size_t key = 0; key < keys; ++key)
+    refine = refine || (!k_rows[key].band.empty() && (undecided(k_rows[key]) || undecided(v_rows[key])));
+  const double work = static_cast<double>(rows) * static_cast<double>(p.S) * static_cast<double>(p.E + p.Ev);
+  for (int bits = 128; refine && work <= kMpfiWork && bits <= 512; bits *= 2) {
+    const GradientEnclosure exact = enclose_gradients(p, dout, bits);
+    refine = false;
+    const auto replace = [&](CertifiedRow& row, const std::vector<FineEnclosure>& all, std::size_t first) {
+      for (std::size_t c = 0; c < row.fine.size(); ++c) row.fine[c] = all[first + c];
+      row.fast = false;
+      refine = refine || undecided(row);
+    };
+    for (std::size_t row = 0; row < rows; ++row)
+      if (q_rows[row]) replace(*q_rows[row], exact.dq, q_first(row));
+    for (std::size_t key = 0; key < keys; ++key) {
+      if (k_rows[key].band.empty()) continue;
+      replace(k_rows[key], exact.dk, key_first(key, p.E));
+      replace(v_rows[key], exact.dv, key_first(key, p.Ev));
+    }
+  }
+  std::vector<char> certified_k(keys, 0);
+  for (std::size_t row = 0; row < rows; ++row)
+    if (q_rows[row]) judge_row(*q_rows[row], dq, q_first(row), p.dtype, q_outcomes[row]);
+  for (std::size_t key = 0; key < keys; ++key) {
+    if (k_rows[key].band.empty()) continue;
+    certified_k[key] = 1;
+    judge_row(k_rows[key], dk, key_first(key, p.E), p.dtype, k_outcomes[key]);
+    judge_row(v_rows[key], dv, key_first(key, p.Ev), p.dtype, v_outcomes[key]);
+  }
+  std::vector<char> certified_q(rows, 0);
+  for (std::size_t row = 0; row < rows; ++row) certified_q[row] = q_rows[row] ? 1 : 0;
+
+  BackwardReport report;
+  report.dq = report_of(q_outcomes, certified_q, options, statistical_lambda(options.alpha, rows * p.E));
+  report.dk = report_of(k_outcomes, certified_k, options, statistical_lambda(options.alpha, keys * p.E));
+  report.dv = report_of(v_outcomes, certified_k, options, statistical_lambda(options.alpha, keys * p.Ev));
+  for (TensorReport* r : {&report.dq, &report.dk, &report.dv}) r->plain = false;
+  CertifyOptions forward = options;
+  forward.diagnose = false;
+  if (!inputs.out.empty() && !inputs.lse.empty()) {
+    auto both = certify_tensor_and_lse(p, inputs.out, inputs.lse, forward, inputs.lse_format);
+    report.out = std::move(both.first), report.lse = std::move(both.second);
+  } else if (!inputs.out.empty()) {
+    report.out = certify_tensor(p, inputs.out, forward);
+  } else if (!inputs.lse.empty()) {
+    report.lse = certify_lse(p, inputs.lse, forward, inputs.lse_format);
+  }
+  report.passed = report.dq.passed && report.dk.passed && report.dv.passed && (!report.out || report.out->passed) &&
+                  (!report.lse || report.lse->passed);
+  return report;
+}
+
+std::string BackwardReport::summary() const {
+  std::string text = passed ? "passed" : "FAILED";
+  text += "\n  dq: " + dq.summary() + "\n  dk: " + dk.summary() + "\n  dv: " + dv.summary();
+  if (out) text += "\n  out: " + out->summary();
+  if (lse) text += "\n  lse: " + lse->summary();
+  return text;
+}
+
+}  // namespace attn::verify
