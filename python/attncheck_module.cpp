@@ -1,7 +1,7 @@
 // _attncheck: the thin C++ side of the Python package. It takes float64 arrays the Python layer has
 // already shaped to [B, H, L, E] (every fp64/fp32/fp16/bf16 value is exactly a double), builds a
-// TensorProblem, validates it (its error names the argument: ValueError) and certifies the output (certify_tensor) or a backward pass (certify_backward)
-// with certify_tensor, without the GIL. Everything else (torch tensors, dtypes, keyword
+// TensorProblem, validates it (its error names the argument: ValueError) and certifies the output
+// (certify_tensor) or a backward pass (certify_backward), without the GIL. Everything else (torch tensors, dtypes, keyword
 // arguments, the report object) is Python (python/attncheck/).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>

@@ -9,6 +9,10 @@ takes part, a float one is added to the scaled scores (-inf allowed); ``scale`` 
 defaults to the exact 1/√E. The output must lie within a rigorous band δ of the exact result for
 any correct kernel in ``precision`` (README, "Certifying a tensor kernel").
 
+Backward: ``check_attention_backward(dq, dk, dv, query, key, value, dout, ...)`` certifies gradients,
+``check_attention_autograd(fn, query, key, value, ...)`` runs fn forward and backward with PyTorch's
+autograd and certifies out, dq, dk, dv; ``assert_attention_grads_close``; ``exact_gradients``.
+
 Also: ``attncheck.strategies`` (Hypothesis strategies), ``attncheck.conformance(fn)`` (named case
 families for any function with the SDPA signature), ``python3 -m attncheck check`` (.npy files).
 """
@@ -24,8 +28,11 @@ from . import _attncheck
 from ._inputs import ALIGNMENTS, PRECISION_OF_DTYPE, PRECISIONS, as_exact_array, check_int, check_shapes
 from ._inputs import mask_to_rank4, to_rank4
 from ._report import Failure, Report, Verdict
+from ._backward import BackwardReport, assert_attention_grads_close, check_attention_autograd
+from ._backward import check_attention_backward
 
-__all__ = ["check_attention", "assert_attention_close", "exact_gradients", "Report", "Failure", "Verdict",
+__all__ = ["check_attention", "assert_attention_close", "exact_gradients", "check_attention_backward",
+           "check_attention_autograd", "assert_attention_grads_close", "BackwardReport", "Report", "Failure", "Verdict",
            "conformance", "strategies"]
 
 
@@ -195,7 +202,7 @@ def exact_gradients(dout, query, key, value, *, attn_mask=None, is_causal=False,
     so within about 2^-53 relative of the exact value (rounded to float64). Semantics and arguments as
     check_attention's; dout has out's shape. Under GQA dk and dv sum over each kv head's group; a row
     without keys contributes nothing and its dq is zero (the limit PyTorch's math path turns into NaN).
-    A reference for backward kernels, not a verdict: the backward's band is still to come.
+    A reference, not a verdict: check_attention_backward judges a backward's gradients.
     """
     dout_values, _ = as_exact_array(dout, "dout")
     call = _sdpa_call(dout_values, "dout", query, key, value, attn_mask, is_causal, causal_alignment, scale,

@@ -57,8 +57,9 @@ struct BackwardReport {
   [[nodiscard]] std::string summary() const;
 };
 
-/// Ok when `inputs` fit the problem (sizes; finite values; an output representable in dtype), else
-/// what is wrong, naming out or lse.
+/// Ok when `inputs` fit the problem (their sizes), else what is wrong, naming out or lse. Their values
+/// are the forward's to be judged on (NaN, Inf, a wrong masked row are failures of its reports); a
+/// row whose stored values are not finite gets the forward's worst case in the gradients' band.
 [[nodiscard]] Result<Ok, Error> validate_backward_inputs(const TensorProblem& problem, const BackwardInputs& inputs);
 
 /// Certifies a backward kernel's dq ([B, Hq, L, E]), dk ([B, Hkv, S, E]) and dv ([B, Hkv, S, Ev]),

@@ -39,7 +39,8 @@
 // (ScoreErrorModel), the same routes (where the scale is applied, FMA, intermediates in storage).
 // Step B2 (weights). P̃_ij = P_ij e^{θ_ij}, |θ_ij| <= Θ_ij := max(Θ^FA, Θ^M):
 //   (FA) the argument deviates from s_ij - ℓ_i by the score's error, the stored LSE's Δ_i >= |ℓ̂_i - ℓ_i|
-//        (measured from the given LSE, else the forward's LSE band, Step L, stored in fp32), and
+//        (measured from the given LSE, else the forward's LSE band, Step L, kept in compute: FlashAttention's
+//        fp32), and
 //        its formation's roundings (as Step 3, of |ŝ| + |ℓ̂|); exp adds η':
 //        Θ^FA = e_ij + Δ_i + g_p (R_ij + e_ij + |ℓ_i| + Δ_i) + η'.
 //   (M)  ê_ij = exp(fl(ŝ_ij - m̂_i))(1 + ε) with m̂ = max ŝ: the shift m̂ - m cancels in the
@@ -322,16 +323,21 @@ class Backward {
     const double D_radius = next_up((ev_bound.error(abs) + up_bound(rad * kSafety)) * kRoundingSafety);
     stats.D = {next_down(mid - D_radius), next_up(mid + D_radius)};
     // The forward's bands when the kernel's output or LSE is not given.
+    // (A non-finite stored value is a failure of the forward's own report; the band takes the worst case.)
+    const double* given_out = inputs_.out.empty() ? nullptr : inputs_.out.data() + output_index(p_, row, 0);
+    for (std::size_t c = 0; given_out && c < p_.Ev; ++c)
+      if (!std::isfinite(given_out[c])) given_out = nullptr;
+    const bool given_lse = !inputs_.lse.empty() && std::isfinite(inputs_.lse[row]);
     std::vector<double> out_band;
     double lse_band = 0;
-    if (inputs_.out.empty() || inputs_.lse.empty()) {
+    if (!given_out || !given_lse) {
       RowTerms terms;
       band_terms(p_, row, e, terms);
       TierBands b = tensor_row_tier_bands(terms, arithmetic_, std::nullopt);
       out_band = std::move(b.certified);
-      lse_band = stored_lse_band(b.lse, stats.abs_lse, LseFormat{}, arithmetic_.compute);
+      lse_band = stored_lse_band(b.lse, stats.abs_lse, LseFormat{.storage = arithmetic_.compute}, arithmetic_.compute);
     }
-    if (inputs_.lse.empty()) {
+    if (!given_lse) {
       stats.delta = lse_band;
     } else {
       const double got = inputs_.lse[row];
@@ -366,9 +372,8 @@ class Backward {
       d_math += w[t].pi * abs_dp + w[t].used * e_dp[t] + g_n * w[t].used * (abs_dp + e_dp[t]);
     }
     double d_fa = 2 * static_cast<double>(p_.Ev) * units_.lambda;
-    if (!inputs_.out.empty()) {
-      const double* o = inputs_.out.data() + output_index(p_, row, 0);
-      const DotEnclosure given = dot_enclosure(d_out, o, p_.Ev, ev_bound);
+    if (given_out) {
+      const DotEnclosure given = dot_enclosure(d_out, given_out, p_.Ev, ev_bound);
       d_fa += magnitude(subtract(given.value, stats.D)) + units_.g_d * given.abs_upper;
     } else {
       for (std::size_t c = 0; c < p_.Ev; ++c)
@@ -477,22 +482,12 @@ bool undecided(const CertifiedRow& row) {
 
 Result<Ok, Error> validate_backward_inputs(const TensorProblem& p, const BackwardInputs& inputs) {
   const std::size_t rows = p.batch * p.q_heads * p.L;
-  if (!inputs.out.empty()) {
-    if (inputs.out.size() != rows * p.Ev)
-      return Error{"out: expected " + std::to_string(rows * p.Ev) + " values (the output's [B, Hq, L, Ev]), got " +
-                   std::to_string(inputs.out.size())};
-    for (std::size_t n = 0; n < inputs.out.size(); ++n)
-      if (!std::isfinite(inputs.out[n])) return Error{"out: element " + std::to_string(n) + " is not finite"};
-  }
-  if (!inputs.lse.empty()) {
-    if (inputs.lse.size() != rows)
-      return Error{"lse: expected " + std::to_string(rows) + " values ([B, Hq, L]), got " +
-                   std::to_string(inputs.lse.size())};
-    for (std::size_t row = 0; row < rows; ++row) {
-      if (row_has_keys(p, row) && !std::isfinite(inputs.lse[row]))
-        return Error{"lse: row " + std::to_string(row) + " has keys but its LSE is not finite"};
-    }
-  }
+  if (!inputs.out.empty() && inputs.out.size() != rows * p.Ev)
+    return Error{"out: expected " + std::to_string(rows * p.Ev) + " values (the output's [B, Hq, L, Ev]), got " +
+                 std::to_string(inputs.out.size())};
+  if (!inputs.lse.empty() && inputs.lse.size() != rows)
+    return Error{"lse: expected " + std::to_string(rows) + " values ([B, Hq, L]), got " +
+                 std::to_string(inputs.lse.size())};
   return Ok{};
 }
 

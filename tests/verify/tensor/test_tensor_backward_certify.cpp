@@ -296,12 +296,21 @@ TEST(TensorBackwardCertify, BadArgumentsAreRefusedByName) {
   std::vector<double> short_dk(run.dk.begin(), run.dk.end() - 1);
   EXPECT_THROW((void)certify_backward(c.problem, c.dout, run.dq, short_dk, run.dv, o), ContractError);
   BackwardInputs inputs;
-  std::vector<double> bad_out = run.out;
-  bad_out[0] = HUGE_VAL;
-  inputs.out = bad_out;
+  std::vector<double> short_out(run.out.begin(), run.out.end() - 1);
+  inputs.out = short_out;
   const auto error = validate_backward_inputs(c.problem, inputs);
   ASSERT_FALSE(error);
-  EXPECT_NE(error.error().message.find("out: element 0"), std::string::npos) << error.error().message;
+  EXPECT_NE(error.error().message.find("out: expected"), std::string::npos) << error.error().message;
+  // A NaN in the stored output fails the output's report; the gradients get the worst-case band there.
+  std::vector<double> nan_out = run.out;
+  nan_out[0] = std::nan("");
+  inputs.out = nan_out;
+  inputs.lse = run.lse;
+  const BackwardReport r = certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, o, inputs);
+  EXPECT_FALSE(r.passed);
+  EXPECT_TRUE(r.dq.passed && r.dk.passed && r.dv.passed) << r.summary();
+  ASSERT_TRUE(r.out.has_value());
+  EXPECT_EQ(r.out->failures.at(0).reason, "NaN");
 }
 
 }  // namespace

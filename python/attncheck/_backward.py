@@ -1,0 +1,244 @@
+"""Certification of a backward pass: check_attention_backward, check_attention_autograd,
+assert_attention_grads_close and their BackwardReport."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from . import _attncheck
+from ._inputs import PRECISION_OF_DTYPE, PRECISIONS, as_exact_array, check_int, to_rank4
+from ._report import Report, _encode
+
+_GRADIENTS = ("dq", "dk", "dv")
+
+
+@dataclasses.dataclass
+class BackwardReport:
+    """What check_attention_backward found: a Report per gradient (dq indexed as the query, dk and dv
+    as the key and value: their rows are key rows), the forward's out and LSE when given (or
+    computed, check_attention_autograd), and ``passed`` (all of them). ``bool(report)`` is passed."""
+
+    passed: bool
+    dq: Report
+    dk: Report
+    dv: Report
+    out: Report = None  #: the forward's output, certified when given
+    lse: Report = None  #: the forward's LSE, certified when given
+    precision: str = ""
+    notes: list = dataclasses.field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    @property
+    def reports(self) -> dict:
+        """name -> Report for every tensor judged (dq, dk, dv, then out and lse when present)."""
+        names = _GRADIENTS + tuple(name for name in ("out", "lse") if getattr(self, name) is not None)
+        return {name: getattr(self, name) for name in names}
+
+    def __str__(self) -> str:
+        head = f"attncheck backward: {'passed' if self.passed else 'FAILED'} ({self.precision})"
+        lines = [head]
+        for name, report in self.reports.items():
+            if report.passed:
+                state = "passed"
+            elif report.failure_count:
+                state = (f"FAILED: {report.failure_count} of {report.elements_total} elements; worst at "
+                         f"{report.worst.describe()}")
+            else:
+                state = "FAILED (its LSE)"
+            lines.append(f"{name}: {state}; band usage max {report.max_band_usage:.9g}, "
+                         f"{report.rows_checked} of {report.rows_total} rows certified")
+        lines += [f"note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+    def to_json(self, **dumps_options) -> str:
+        """The report as strict JSON (each tensor's Report as Report.to_json writes it)."""
+        data = {"passed": self.passed, "precision": self.precision, "notes": list(self.notes)}
+        for name in _GRADIENTS + ("out", "lse"):
+            report = getattr(self, name)
+            data[name] = None if report is None else report._to_dict()
+        return json.dumps(_encode(data), allow_nan=False, **dumps_options)
+
+
+def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, lse=None, lse_base=None,
+                             masked_lse="-inf", attn_mask=None, is_causal=False, causal_alignment="top-left",
+                             scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
+                             weights_in_storage=None, query_in_storage=None, rows=None, seed=0, tier="certified",
+                             alpha=1e-9) -> BackwardReport:
+    """Certifies a backward pass: dq, dk, dv (shaped as query, key, value) against the exact gradients
+    of Σ dout ∘ SDPA(query, key, value, ...) for the exact inputs, each element within the gradient
+    band of ``precision`` (README, "Certifying a backward pass"). Never raises on wrong gradients.
+
+    The band holds for FlashAttention-2's backward (P recomputed from the stored LSE, D_i = dO_i · O_i
+    from the stored output, any tiling and order, dQ by atomics) and for the autograd of the math
+    path (the saved softmax): pass the kernel's forward ``out`` and ``lse`` when it has them, and
+    their measured errors enter the band (both are certified too: ``report.out``, ``report.lse``);
+    without them the band takes the forward's worst case. Semantics and the other keywords as
+    check_attention's (lse_base, masked_lse for the LSE; precision "bf16-math"/"fp16-math" for
+    PyTorch's math path in half precision). Under GQA dk and dv sum over each kv head's group; a
+    row without keys contributes nothing and its dq must be exactly zero, as must the dk and dv of a
+    key no query sees. rows: certify that many query rows (dq) and key rows (dk, dv), seeded; a key
+    row needs every query row of its head group, so sampling cuts less than in the forward. One
+    tier: the statistical verdict is judged with the certified band. Raises TypeError/ValueError
+    naming the argument at fault.
+    """
+    from . import _dtype_notes, _sdpa_call  # the forward's argument checks
+
+    dout_values, dout_dtype = as_exact_array(dout, "dout")
+    call = _sdpa_call(dout_values, "dout", query, key, value, attn_mask, is_causal, causal_alignment, scale,
+                      enable_gqa, key_lengths)
+    grads = {}
+    notes = []
+    for name, grad, like, like_name in (("dq", dq, call.q, "query"), ("dk", dk, call.k, "key"),
+                                        ("dv", dv, call.v, "value")):
+        values, dtype = as_exact_array(grad, name)
+        if values.shape != like.shape:
+            raise ValueError(f"{name}: expected {like_name}'s shape {tuple(like.shape)}, got {tuple(values.shape)}")
+        grads[name] = values
+        notes += [note.replace("out is", f"{name} is", 1) for note in _dtype_notes(dtype, call.q_dtype, precision)]
+    if precision is None:
+        precision = PRECISION_OF_DTYPE[call.q_dtype]
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
+    rows = check_int(rows, "rows", minimum=1, allow_none=True)
+    seed = check_int(seed, "seed")
+    if tier not in ("certified", "statistical"):
+        raise ValueError(f"tier: expected 'certified' or 'statistical', got {tier!r}")
+    out_values = lse_values = lse_precision = None
+    if out is not None:
+        out_values, _ = as_exact_array(out, "out")
+        if out_values.shape != dout_values.shape:
+            raise ValueError(f"out: expected dout's shape {tuple(dout_values.shape)}, got {tuple(out_values.shape)}")
+    if lse is not None:
+        lse_values, lse_dtype = as_exact_array(lse, "lse")
+        if lse_values.shape != dout_values.shape[:-1]:
+            raise ValueError(f"lse: expected shape {tuple(dout_values.shape[:-1])} (dout's without its last axis), "
+                             f"got {tuple(lse_values.shape)}")
+        lse_precision = PRECISION_OF_DTYPE[lse_dtype]
+    if lse_base not in (None, 2):
+        raise ValueError(f"lse_base: expected None (natural log) or 2, got {lse_base!r}")
+    if masked_lse not in ("-inf", "+inf"):
+        raise ValueError(f"masked_lse: expected '-inf' or '+inf', got {masked_lse!r}")
+    for name, flag in (("weights_in_storage", weights_in_storage), ("query_in_storage", query_in_storage)):
+        if flag is not None and not isinstance(flag, bool):
+            raise TypeError(f"{name}: expected a bool or None, got {type(flag).__name__}")
+
+    def shaped(x, name):
+        return x.reshape(to_rank4(x.shape, name))
+
+    native = _attncheck.certify_backward(
+        shaped(grads["dq"], "dq"), shaped(grads["dk"], "dk"), shaped(grads["dv"], "dv"), shaped(dout_values, "dout"),
+        shaped(call.q, "query"), shaped(call.k, "key"), shaped(call.v, "value"), mask=call.mask,
+        mask_kind=call.mask_kind, causal=call.causal, scale=call.scale, key_lengths=call.lengths,
+        precision=precision, exp_ulps=None if exp_ulps is None else float(exp_ulps),
+        weights_in_storage=weights_in_storage, query_in_storage=query_in_storage,
+        kv_precision=None if call.k_dtype == call.q_dtype else PRECISION_OF_DTYPE[call.k_dtype], rows=rows,
+        seed=seed, tier=tier, alpha=float(alpha),
+        out=None if out_values is None else shaped(out_values, "out"),
+        lse=None if lse_values is None else lse_values.reshape(-1), lse_precision=lse_precision,
+        lse_base2=lse_base == 2, lse_masked_plus_inf=masked_lse == "+inf")
+    rank = call.q.ndim
+
+    def index_of(index4):  # an element's index in its tensor's own rank
+        b, h, i, c = index4
+        return (b, h, i, c) if rank == 4 else (b, i, c) if rank == 3 else (i, c)
+
+    def row_index_of(index4):
+        b, h, i, _ = index4
+        return (b, h, i) if rank == 4 else (b, i) if rank == 3 else (i,)
+
+    key_note = "rows are key rows (batch, kv head, key); a key no query sees must have a zero gradient"
+    reports = {}
+    for name, size, extra in (("dq", grads["dq"].size, []), ("dk", grads["dk"].size, [key_note]),
+                              ("dv", grads["dv"].size, [key_note])):
+        reports[name] = Report._from_native(native[name], index_of, int(size), precision, seed, tier=tier,
+                                            alpha=float(alpha), notes=extra + ["one tier: the certified band "
+                                                                               "decides both verdicts"])
+    if "out" in native:
+        reports["out"] = Report._from_native(native["out"], index_of, int(out_values.size), precision, seed,
+                                             tier=tier, alpha=float(alpha))
+    if "lse" in native:
+        reports["lse"] = Report._from_native(native["lse"], row_index_of, int(lse_values.size), precision, seed,
+                                             tier=tier, alpha=float(alpha))
+    masked_nan = [name for name in ("out", "dq") if name in reports and
+                  any(f.reason == "NaN in a fully masked row" for f in reports[name].failures)]
+    if masked_nan:
+        spread = [name for name in ("dk", "dv") if any(f.reason == "NaN" for f in reports[name].failures)]
+        notes.append(f"rows without keys give NaN in {' and '.join(masked_nan)} where the exact values are 0 (such "
+                     f"a row contributes nothing to the gradients): a softmax over all -inf is 0/0, as in PyTorch "
+                     f"1.13's math path" + (f"; the NaN reaches {' and '.join(spread)} through those rows" if spread
+                                            else ""))
+    return BackwardReport(passed=bool(native["passed"]), precision=precision, notes=notes, **reports)
+
+
+def check_attention_autograd(fn, query, key, value, *, dout=None, seed=0, attn_mask=None, is_causal=False,
+                             scale=None, enable_gqa=False, precision=None, **kwargs) -> BackwardReport:
+    """Runs ``fn(q, k, v, **sdpa keywords)`` forward and backward with PyTorch's autograd and certifies
+    its output and its gradients in one BackwardReport (out, dq, dk, dv).
+
+    query, key, value: CPU torch tensors (or numpy arrays), copied into leaves that require grad.
+    fn gets attn_mask, is_causal=True and scale only when given (PyTorch 1.13's
+    ``_scaled_dot_product_attention`` has no scale; its (out, weights) result is taken as out).
+    dout: the upstream gradient (out's shape), default a standard normal draw seeded by ``seed``,
+    rounded to out's dtype. fn's causal masking is PyTorch's (top-left). precision: default the
+    inputs' dtype; PyTorch's math path in bf16/fp16 is "bf16-math"/"fp16-math". Other keywords
+    (rows, tier, key_lengths, exp_ulps, ...) go to check_attention_backward.
+    """
+    import numpy as np
+    import torch
+
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
+
+    def leaf(x, name):
+        tensor = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.asarray(x))
+        if tensor.device.type != "cpu":
+            raise ValueError(f"{name}: expected a CPU tensor, got one on {tensor.device}")
+        return tensor.detach().clone().requires_grad_(True)
+
+    q, k, v = leaf(query, "query"), leaf(key, "key"), leaf(value, "value")
+    call = {}
+    if attn_mask is not None:
+        call["attn_mask"] = attn_mask if isinstance(attn_mask, torch.Tensor) else torch.from_numpy(np.asarray(attn_mask))
+    if is_causal:
+        call["is_causal"] = True
+    if scale is not None:
+        call["scale"] = scale
+    if enable_gqa:
+        call["enable_gqa"] = True
+    out = fn(q, k, v, **call)
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    if not isinstance(out, torch.Tensor) or out.shape[:-1] != q.shape[:-1]:
+        raise ValueError(f"fn: expected a tensor shaped as the query but its last axis, got "
+                         f"{getattr(out, 'shape', type(out).__name__)}")
+    if dout is None:
+        generator = torch.Generator().manual_seed(check_int(seed, "seed"))
+        dout = torch.randn(tuple(out.shape), generator=generator, dtype=torch.float64).to(out.dtype)
+    elif not isinstance(dout, torch.Tensor):
+        dout = torch.from_numpy(np.asarray(dout))
+    out.backward(dout)
+    missing = [name for name, x in (("query", q), ("key", k), ("value", v)) if x.grad is None]
+    if missing:
+        raise ValueError(f"fn: its output does not depend on {', '.join(missing)} (no gradient reached it)")
+    return check_attention_backward(q.grad, k.grad, v.grad, q.detach(), k.detach(), v.detach(), dout,
+                                    out=out.detach(), attn_mask=attn_mask, is_causal=is_causal, scale=scale,
+                                    enable_gqa=enable_gqa, precision=precision, seed=seed, **kwargs)
+
+
+def assert_attention_grads_close(dq, dk, dv, query, key, value, dout, **kwargs) -> None:
+    """check_attention_backward, raising AssertionError naming the first tensor that fails and its worst
+    element (index, got, exact, band, ulps, reason)."""
+    report = check_attention_backward(dq, dk, dv, query, key, value, dout, **kwargs)
+    if report.passed:
+        return
+    name, failed = next((name, r) for name, r in report.reports.items() if not r.passed)
+    worst = failed.worst
+    where = f"Worst element at {worst.describe()}" if worst is not None else "its LSE failed"
+    raise AssertionError(
+        f"Attention gradient {name} is not within the {failed.tier} band ({report.precision})!\n\n"
+        f"Mismatched elements: {failed.failure_count} / {failed.elements_total}\n{where}\n"
+        f"Greatest band usage: {failed.max_band_usage:.9g} (at most 1 allowed)\n"
+        f"Rows certified: {failed.rows_checked} of {failed.rows_total} (seed {failed.seed})\n\n{report}")
