@@ -4,6 +4,9 @@
 // Each certify_tensor call also validates the whole problem and checks every element (O(B·Hq·L·E)
 // and O(S·(E + Ev)) per certified row), so rows/s depends on the rows sampled per call: 32 (the
 // issue's figure) and 256 (the README's example). BM_EncloseRowFast is the oracle's fast pass alone.
+// BM_CertifyBackward and BM_CertifyForwardHeads: a [1, 8, 2048, 64] fp32 problem's backward
+// (certify_backward, a FlashAttention-2-style float kernel's gradients, out and LSE given) beside its
+// forward (certify_tensor), both sampling 256 rows; a key row needs its whole head's row statistics.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -11,7 +14,9 @@
 #include <vector>
 
 #include "tensor/tensor.hpp"
+#include "tensor/tensor_backward.hpp"
 #include "tensor/tensor_certify.hpp"
+#include "verify/tensor/backward_kernels.hpp"
 #include "tensor/tensor_oracle.hpp"
 
 namespace {
@@ -97,5 +102,66 @@ void BM_RowBandAndPlainRow(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_RowBandAndPlainRow)->Args({4096, 128})->Unit(benchmark::kMillisecond);
+
+// [1, H, S, S, E] fp32, N(0,1) rounded, with a seeded upstream gradient and a float backward's run.
+struct BackwardBench {
+  TensorProblem problem;
+  std::vector<double> dout;
+  attn::testing_support::BackwardRun run;
+};
+
+const BackwardBench& backward_bench() {
+  static const BackwardBench bench = [] {
+    BackwardBench b;
+    std::mt19937_64 rng(2048);
+    std::normal_distribution<double> normal;
+    TensorProblem& p = b.problem;
+    p.q_heads = p.kv_heads = 8, p.L = p.S = 2048, p.E = p.Ev = 64;
+    p.dtype = DType::fp32;
+    for (auto* values : {&p.query, &p.key, &p.value, &b.dout}) {
+      values->resize(p.q_heads * p.S * p.E);
+      for (double& x : *values) x = round_to(DType::fp32, normal(rng));
+    }
+    b.run = attn::testing_support::backward_kernel<float>(p, b.dout, {});
+    return b;
+  }();
+  return bench;
+}
+
+CertifyOptions bench_options(std::size_t rows, unsigned threads) {
+  CertifyOptions options;
+  options.arithmetic = arithmetic_profile("fp32").value();
+  options.rows = rows;
+  options.threads = threads;
+  options.diagnose = false;
+  return options;
+}
+
+// Args: rows sampled (query rows for dq, key rows for dk and dv), threads.
+void BM_CertifyBackward(benchmark::State& state) {
+  const BackwardBench& b = backward_bench();
+  const CertifyOptions options = bench_options(static_cast<std::size_t>(state.range(0)),
+                                               static_cast<unsigned>(state.range(1)));
+  BackwardInputs inputs;
+  inputs.out = b.run.out, inputs.lse = b.run.lse;
+  for (auto _ : state) {
+    const BackwardReport report =
+        certify_backward(b.problem, b.dout, b.run.dq, b.run.dk, b.run.dv, options, inputs);
+    if (!report.passed) state.SkipWithError("a float backward failed certification");
+  }
+}
+BENCHMARK(BM_CertifyBackward)->Args({256, 2})->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
+
+// The same problem's forward: its output certified with the same sample size.
+void BM_CertifyForwardHeads(benchmark::State& state) {
+  const BackwardBench& b = backward_bench();
+  const CertifyOptions options = bench_options(static_cast<std::size_t>(state.range(0)),
+                                               static_cast<unsigned>(state.range(1)));
+  for (auto _ : state) {
+    const TensorReport report = certify_tensor(b.problem, b.run.out, options);
+    if (!report.passed) state.SkipWithError("a float forward failed certification");
+  }
+}
+BENCHMARK(BM_CertifyForwardHeads)->Args({256, 2})->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
 
 }  // namespace

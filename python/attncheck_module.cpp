@@ -265,7 +265,8 @@ py::dict certify_backward(const Array& dq, const Array& dk, const Array& dv, con
                           std::optional<bool> query_in_storage, std::optional<std::string> kv_precision,
                           std::optional<std::size_t> rows, std::uint64_t seed, const std::string& tier, double alpha,
                           std::size_t max_failures, const std::optional<Array>& out, const std::optional<Array>& lse,
-                          std::optional<std::string> lse_precision, bool lse_base2, bool lse_masked_plus_inf) {
+                          std::optional<std::string> lse_precision, bool lse_base2, bool lse_masked_plus_inf,
+                          const std::string& algorithm) {
   const attn::verify::CertifyOptions options =
       options_of(precision, exp_ulps, weights_in_storage, query_in_storage, rows, seed, tier, alpha, max_failures);
   std::optional<attn::verify::DType> kv_dtype;
@@ -286,7 +287,6 @@ py::dict certify_backward(const Array& dq, const Array& dk, const Array& dv, con
           "dout: shape must be [B, Hq, L, Ev] of query and value");
   const std::vector<double> upstream = values_of(dout), dq_values = values_of(dq), dk_values = values_of(dk),
                             dv_values = values_of(dv);
-  if (auto ok = attn::verify::validate_dout(problem, upstream); !ok) throw py::value_error(ok.error().message);
   std::vector<double> out_values, lse_values;
   attn::verify::BackwardInputs inputs;
   if (out) {
@@ -301,7 +301,12 @@ py::dict certify_backward(const Array& dq, const Array& dk, const Array& dv, con
     inputs.lse = lse_values;
     inputs.lse_format = lse_format_of(lse_precision, lse_base2, lse_masked_plus_inf);
   }
-  if (auto ok = attn::verify::validate_backward_inputs(problem, inputs); !ok) throw py::value_error(ok.error().message);
+  require(algorithm == "either" || algorithm == "flash" || algorithm == "math",
+          "algorithm: must be \"flash\", \"math\" or \"either\"");
+  inputs.algorithm = algorithm == "flash" ? attn::verify::GradientAlgorithm::flash
+                     : algorithm == "math" ? attn::verify::GradientAlgorithm::math
+                                           : attn::verify::GradientAlgorithm::either;
+  if (auto ok = attn::verify::validate_backward(problem, upstream, inputs); !ok) throw py::value_error(ok.error().message);
   attn::verify::BackwardReport report;
   {
     const py::gil_scoped_release release;
@@ -341,6 +346,7 @@ PYBIND11_MODULE(_attncheck, m) {
         py::arg("rows") = py::none(), py::arg("seed") = 0, py::arg("tier") = "certified", py::arg("alpha") = 1e-9,
         py::arg("max_failures") = 100, py::arg("out") = py::none(), py::arg("lse") = py::none(),
         py::arg("lse_precision") = py::none(), py::arg("lse_base2") = false, py::arg("lse_masked_plus_inf") = false,
+        py::arg("algorithm") = "either",
         "Certifies a backward's dq, dk, dv (float64 arrays shaped as query, key, value, [B, H, *, *]) for dout; "
         "returns the reports as a dict (dq, dk, dv; out and lse when given). ValueError names the argument at fault.");
   m.def("gradients", &gradients, py::arg("dout"), py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(),

@@ -66,16 +66,19 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
                              masked_lse="-inf", attn_mask=None, is_causal=False, causal_alignment="top-left",
                              scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
                              weights_in_storage=None, query_in_storage=None, rows=None, seed=0, tier="certified",
-                             alpha=1e-9) -> BackwardReport:
+                             alpha=1e-9, algorithm=None) -> BackwardReport:
     """Certifies a backward pass: dq, dk, dv (shaped as query, key, value) against the exact gradients
     of Σ dout ∘ SDPA(query, key, value, ...) for the exact inputs, each element within the gradient
     band of ``precision`` (README, "Certifying a backward pass"). Never raises on wrong gradients.
 
     The band holds for FlashAttention-2's backward (P recomputed from the stored LSE, D_i = dO_i · O_i
     from the stored output, any tiling and order, dQ by atomics) and for the autograd of the math
-    path (the saved softmax): pass the kernel's forward ``out`` and ``lse`` when it has them, and
-    their measured errors enter the band (both are certified too: ``report.out``, ``report.lse``);
-    without them the band takes the forward's worst case. Semantics and the other keywords as
+    path (the saved softmax); ``algorithm="flash"`` or ``"math"`` declares which, and narrows the band
+    to it (8-35x on long rows for flash). Pass the kernel's forward ``out`` and ``lse`` when it has
+    them: their measured errors enter the band (both are certified too: ``report.out``,
+    ``report.lse``); without them the band takes the forward's worst case. dout is read in the
+    output's format (float32 for an fp32 kernel). A kernel that pre-scales K or Q in fp16/bf16 (the
+    Triton tutorial's backward) needs ``query_in_storage=True``. Semantics and the other keywords as
     check_attention's (lse_base, masked_lse for the LSE; precision "bf16-math"/"fp16-math" for
     PyTorch's math path in half precision). Under GQA dk and dv sum over each kv head's group; a
     row without keys contributes nothing and its dq must be exactly zero, as must the dk and dv of a
@@ -124,6 +127,8 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
     for name, flag in (("weights_in_storage", weights_in_storage), ("query_in_storage", query_in_storage)):
         if flag is not None and not isinstance(flag, bool):
             raise TypeError(f"{name}: expected a bool or None, got {type(flag).__name__}")
+    if algorithm not in (None, "flash", "math"):
+        raise ValueError(f"algorithm: expected None (either), 'flash' or 'math', got {algorithm!r}")
 
     def shaped(x, name):
         return x.reshape(to_rank4(x.shape, name))
@@ -138,7 +143,7 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
         seed=seed, tier=tier, alpha=float(alpha),
         out=None if out_values is None else shaped(out_values, "out"),
         lse=None if lse_values is None else lse_values.reshape(-1), lse_precision=lse_precision,
-        lse_base2=lse_base == 2, lse_masked_plus_inf=masked_lse == "+inf")
+        lse_base2=lse_base == 2, lse_masked_plus_inf=masked_lse == "+inf", algorithm=algorithm or "either")
     rank = call.q.ndim
 
     def index_of(index4):  # an element's index in its tensor's own rank

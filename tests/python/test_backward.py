@@ -146,3 +146,18 @@ def test_bad_arguments_name_the_argument():
         attncheck.check_attention_autograd(lambda q, k, v, **kw: q * 1 + v.sum() * 0, q, k, v[..., :13, :])
     with pytest.raises(TypeError, match="fn: expected a callable"):
         attncheck.check_attention_autograd(None, q, k, v)
+
+
+def test_declaring_flash_narrows_the_band_and_dout_is_read_in_the_outputs_format():
+    rng = np.random.default_rng(3)
+    q, k, v, dout = (rng.standard_normal(shape).astype(np.float32)
+                     for shape in ((1, 1, 6, 8), (1, 1, 300, 8), (1, 1, 300, 8), (1, 1, 6, 8)))
+    dq, dk, dv, out, lse = flash_backward(q, k, v, dout)
+    either = attncheck.check_attention_backward(dq, dk, dv, q, k, v, dout, out=out, lse=lse)
+    flash = attncheck.check_attention_backward(dq, dk, dv, q, k, v, dout, out=out, lse=lse, algorithm="flash")
+    assert either.passed and flash.passed
+    assert flash.dk.max_band_usage > 1.5 * either.dk.max_band_usage
+    with pytest.raises(ValueError, match="algorithm: expected"):
+        attncheck.check_attention_backward(dq, dk, dv, q, k, v, dout, algorithm="fa2")
+    with pytest.raises(ValueError, match="dout: element 0 is not representable in fp32"):
+        attncheck.check_attention_backward(dq, dk, dv, q, k, v, dout.astype(np.float64) + 1e-12)

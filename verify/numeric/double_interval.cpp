@@ -133,4 +133,14 @@ Interval exp_enclosure(double x) {
   return {scaled_end(next_down(p * (1 - kRelative)), e, false), scaled_end(next_up(p * (1 + kRelative)), e, true)};
 }
 
+Interval log_enclosure(Interval a) {
+  MpfrFloat x(53), y(53);
+  mpfr_set_d(x.get(), a.lo, MPFR_RNDN);  // exact
+  mpfr_log(y.get(), x.get(), MPFR_RNDD);
+  const double lo = mpfr_get_d(y.get(), MPFR_RNDD);  // exact: y has 53 bits
+  mpfr_set_d(x.get(), a.hi, MPFR_RNDN);
+  mpfr_log(y.get(), x.get(), MPFR_RNDU);
+  return {lo, mpfr_get_d(y.get(), MPFR_RNDU)};
+}
+
 }  // namespace attn::verify

@@ -117,4 +117,8 @@ struct DotEnclosure {
 /// 0 gives [1, 1]. Throws ContractError for NaN.
 [[nodiscard]] Interval exp_enclosure(double x);
 
+/// log x for every x in [a.lo, a.hi], a.lo > 0, rounded outwards (MPFR's correctly rounded log of
+/// each end, directed).
+[[nodiscard]] Interval log_enclosure(Interval a);
+
 }  // namespace attn::verify

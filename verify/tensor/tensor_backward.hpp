@@ -37,6 +37,12 @@ struct GradientEnclosure {
 [[nodiscard]] GradientEnclosure enclose_gradients(const TensorProblem& problem, std::span<const double> dout,
                                                   int bits = 128);
 
+/// The backward algorithms the band covers (tensor_backward_certify.cpp, the derivation's (FA) and
+/// (M)): either (the default, every correct kernel of both), FlashAttention-2's (P recomputed from the
+/// stored LSE, D from the stored output), or the math path's autograd (the saved softmax, D = Σ P dP).
+/// Declaring one narrows the band to kernels of that algorithm (8-35x on long rows).
+enum class GradientAlgorithm { either, flash, math };
+
 /// What a backward kernel read from its forward. FlashAttention-2's backward recomputes P from the
 /// stored LSE and D_i = dO_i · O_i from the stored output; given, their actual errors enter the band
 /// (and both are certified as well); absent, the band takes the forward's worst case (the output's
@@ -45,6 +51,7 @@ struct BackwardInputs {
   std::span<const double> out;  ///< the kernel's output [B, Hq, L, Ev] in problem.layout, or empty
   std::span<const double> lse;  ///< the kernel's LSE [B, Hq, L] in lse_format, or empty
   LseFormat lse_format;
+  GradientAlgorithm algorithm = GradientAlgorithm::either;
 };
 
 /// The verdict on a backward pass: one report per gradient, and the forward's stored tensors when
@@ -57,10 +64,12 @@ struct BackwardReport {
   [[nodiscard]] std::string summary() const;
 };
 
-/// Ok when `inputs` fit the problem (their sizes), else what is wrong, naming out or lse. Their values
-/// are the forward's to be judged on (NaN, Inf, a wrong masked row are failures of its reports); a
-/// row whose stored values are not finite gets the forward's worst case in the gradients' band.
-[[nodiscard]] Result<Ok, Error> validate_backward_inputs(const TensorProblem& problem, const BackwardInputs& inputs);
+/// Ok when dout and `inputs` fit the problem, else what is wrong, naming dout, out or lse: validate_dout,
+/// dout representable in dtype (a kernel reads it in its output's format), the sizes of out and lse.
+/// Their values are the forward's to be judged on (NaN, Inf, a wrong masked row are failures of its
+/// reports); a row whose stored values are not finite gets the forward's worst case in the band.
+[[nodiscard]] Result<Ok, Error> validate_backward(const TensorProblem& problem, std::span<const double> dout,
+                                                  const BackwardInputs& inputs);
 
 /// Certifies a backward kernel's dq ([B, Hq, L, E]), dk ([B, Hkv, S, E]) and dv ([B, Hkv, S, Ev]),
 /// each in problem.layout, for the upstream gradient dout, within the gradient band of
@@ -71,7 +80,8 @@ struct BackwardReport {
 /// sees). Enclosures are decided to δ/1000: a fast double pass, else the MPFI gradients at 128 bits
 /// and more (problems up to kMpfiWork; larger ones are judged on the fast enclosures, counted as
 /// capped). One tier: the statistical verdict uses the certified band. Throws ContractError when
-/// validate, validate_dout or validate_backward_inputs fails, or a gradient's size does not match.
+/// validate or validate_backward fails, or a gradient's size does not match. dq is judged in dtype, dk
+/// and dv in kv_format.
 [[nodiscard]] BackwardReport certify_backward(const TensorProblem& problem, std::span<const double> dout,
                                               std::span<const double> dq, std::span<const double> dk,
                                               std::span<const double> dv, const CertifyOptions& options,

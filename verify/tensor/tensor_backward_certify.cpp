@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -48,7 +49,8 @@
 //        P_i) + η' (P_i := max_j (R_ij + e_ij) >= |m̂|); the sum of n_i positive terms and the
 //        division are θ_{n_i}; the mean Σ_j P_ij λ_ij lies within e^{±max_j x_ij}:
 //        Θ^M = x_ij + max_j x_ij - log1p(-γ_{n_i+1}).
-//   Each bound is a bound for its algorithm; the band is monotone in Θ, so the larger holds for both.
+//   Each bound is a bound for its algorithm; the band is monotone in Θ, so the larger holds for both
+//   (GradientAlgorithm::either); a declared algorithm takes its own (flash: Θ^FA, math: Θ^M).
 //   π_ij := P_ij expm1(Θ_ij) + λ >= |P̃ - P| (a flushed exp); P rounded to storage (weights or
 //   scores in storage: the saved softmax of (M), P before dV in (FA)) adds u_s |P̃| + h_s. P̄_ij :=
 //   P_ij + π_ij >= |P̃_ij|.
@@ -59,11 +61,15 @@
 //   (FA) |dO · Ô - D| + γ_{Ev+c_v+1} Σ_c |dO_c Ô_c| + 2 Ev λ with the given output Ô (|dO · Ô - D|
 //        from the enclosure of D and Ô's exact dot product), else Σ_c |dO_c| δ_c + γ_{Ev+c_v+1}
 //        Σ_c |dO_c| (|O_c| + δ_c) + 2 Ev λ with δ the output's certified band;
-//   (M)  Σ_j π_ij |dP_ij| + Σ_j P̄_ij ε^P_ij + γ_{n_i+1} Σ_j P̄_ij (|dP_ij| + ε^P_ij) + 2 n_i λ.
+//   (M)  Σ_j π_ij |dP_ij| + Σ_j P̄_ij ε^P_ij + γ_{n_i+1} Σ_j P̄_ij (|dP_ij| + ε^P_ij) + 2 n_i λ, and with
+//        intermediates in storage Σ_j (u_s P̄_ij (|dP_ij| + ε^P_ij) + h_s) (PyTorch's CUDA softmax
+//        backward rounds dO·P, i.e. P dP, to storage before the sum).
+//   (Either algorithm: the larger; declared: its own.)
 //   This is the term that does not average out: it enters every key of the row with one sign.
 // Step B5 (dS). With a_ij = dP_ij - D_i and ε^a = ε^P_ij + d_i (the error of dP̃ - D̃), the
 //   subtraction and the product rounding once each:
 //   |dS̃ - dS| <= ε^S_ij := π_ij |a| + P̄_ij ε^a + γ_2 P̄_ij (|a| + ε^a) + λ,
+//   with intermediates in storage the CUDA form fl(fl(P dP) - P D) adds u_s P̄_ij (|dP| + ε^P) + h_s;
 //   rounded to storage (weights or scores in storage) + u_s (P_ij |a| + ε^S) + h_s; and
 //   |dS̃| <= μ_ij := P_ij |a| + ε^S.
 // Step B6 (dQ, dK). dQ_ic = σ Σ_j dS_ij k_jc over n terms (dK: over the rows that see key j). The
@@ -71,15 +77,24 @@
 //   to K, or to Q in the math path: one rounding either way): Higham's (3.5) gives
 //   |dQ̃_c - dQ_c| <= |σ| [(1 + γ_{c_σ+2}) Σ_j ε^S_j |k_jc| + γ_{n+c_σ+2+c_v} Σ_j μ_j |k_jc|] + (n + 2) λ max(1, |σ|).
 //   Intermediates in storage (M): the matrix product's result rounded, then the product by σ:
-//   + γ_2(u_s) (that + |σ| Σ μ |k|) + 2 h_s; dK reads the scaled query rounded to storage
-//   (query_in_storage): + u_s |σ| Σ_i μ_i |q_ic| (1 + γ_2) + h_s Σ_i μ_i; under GQA the G heads' results
-//   added in storage: + γ_G(u_s) (that + |σ| Σ μ |q|) + G h_s.
+//   + γ_2(u_s) (that + |σ| Σ μ |k|) + 2 h_s. With query_in_storage the other side is read pre-scaled
+//   and rounded to storage: dK the scaled query (the math path), dQ a pre-scaled key (the Triton
+//   tutorial's k·(σ log2 e) in fp16, whose scores Step B1 covers only with query_in_storage):
+//   + u_s |σ| Σ μ |f_c| (1 + γ_2) + h_s max(1, σ, √σ) Σ μ. Under GQA the G heads' results may each be
+//   rounded to the gradient's storage before the group's sum (FlashAttention 2 writes dk_expanded in the
+//   input dtype; the math path rounds twice per head): + γ_G(u_g) (that + |σ| Σ μ |q|) + G h_g (2G + 1
+//   with intermediates in storage), whenever the storage is coarser than compute.
 // Step B7 (dV). dV_jc = Σ_i P_ij dO_ic: |dṼ_c - dV_c| <= Σ_i π_i |dO_ic| + γ_{n+1+c_v} Σ_i P̄_i |dO_ic|
 //   + (n + 1) λ; intermediates (and GQA) in storage as in B6 without σ.
-// Step B8 (storage). A gradient rounded to a storage coarser than compute: δ = δ' + u_s (|g| + δ') + h_s
-//   with |g| the enclosure's upper end. Every bound is evaluated in round-to-nearest from non-negative
-//   terms and multiplied by 1 + 2^-20 (fewer than 2^30 roundings of relative 2^-53).
-// Step B9 (what it does not cover). Judgements, as the forward's: exp within exp_ulps; the stored LSE
+// Step B8 (storage). Each gradient is stored in its tensor's format (dQ the query's, dK and dV K's and
+//   V's: a kernel with an fp16 cache returns their gradients in fp16), unit u_g and half-spacing h_g;
+//   rounded once more when coarser than compute: δ = δ' + u_g (|g| + δ') + h_g with |g| the
+//   enclosure's upper end. Every bound is evaluated in round-to-nearest from non-negative terms and
+//   multiplied by 1 + 2^-20 (fewer than 2^30 roundings of relative 2^-53).
+// Step B9 (what it does not cover). Judgements, as the forward's: exp within exp_ulps; round-to-nearest
+//   throughout (a tensor core's truncating MMA accumulation is outside these γ's, as in the forward);
+//   the flushes of Σ̂ in Θ^M are left out (below λ n against a sum >= 1: negligible unless compute is
+//   fp16); dout is read in the output's format (validate_backward refuses one that is not); the stored LSE
 //   is read in the units it was written in (a kernel reading a log2 LSE as natural is a bug, and is
 //   caught); a kernel that forms D_i from a coarser copy of O than the one it returned (FlashAttention
 //   keeps O in storage: give that) is judged against the given one. Size: δ grows like n·u in the sums
@@ -109,10 +124,21 @@ double magnitude(Interval a) { return std::max(std::fabs(a.lo), std::fabs(a.hi))
 struct Units {
   double u = 0, lambda = 0, u_s = 0, h_s = 0, eta_prime = 0, g_piece = 0, c_sigma = 1, c_v = 0;
   double g2 = 0, g_dp = 0, g_d = 0;
-  bool p_storage = false, ds_storage = false, intermediates = false, q_storage = false, output_rounds = false;
+  bool p_storage = false, ds_storage = false, intermediates = false, q_storage = false;
+  double side_scale = 1;  // max(1, σ, √σ): the factor on a pre-scaled side's subnormal roundings
+  bool flash = true, math = true;  // the algorithms the band covers (GradientAlgorithm)
 };
 
-Units units_of(const TensorProblem& p, const Arithmetic& a) {
+// The format a gradient is stored in (dQ: the query's, dK and dV: K's and V's).
+struct OutputFormat {
+  double u = 0, h = 0;  // unit roundoff, half the smallest subnormal
+  bool rounds = false;  // coarser than compute: the gradient is rounded once more
+};
+OutputFormat output_format(DType dtype, const Units& units) {
+  return {unit_roundoff(dtype), half_smallest_subnormal(dtype), unit_roundoff(dtype) > units.u};
+}
+
+Units units_of(const TensorProblem& p, const Arithmetic& a, GradientAlgorithm algorithm) {
   Units u;
   const DType kv = a.kv_storage.value_or(a.storage);
   u.u = unit_roundoff(a.compute);
@@ -130,7 +156,10 @@ Units units_of(const TensorProblem& p, const Arithmetic& a) {
   u.ds_storage = a.weights_in_storage || a.scores_in_storage;
   u.intermediates = a.scores_in_storage;
   u.q_storage = a.query_in_storage;
-  u.output_rounds = unit_roundoff(a.storage) > u.u;
+  const double sigma = p.scale ? std::fabs(*p.scale) : 1 / std::sqrt(static_cast<double>(p.E));
+  u.side_scale = std::max({1.0, sigma, std::sqrt(sigma)});
+  u.flash = algorithm != GradientAlgorithm::math;
+  u.math = algorithm != GradientAlgorithm::flash;
   return u;
 }
 
@@ -149,22 +178,37 @@ struct Weight {
   double pi = 0;    // >= |P̃ - P|
   double used = 0;  // >= |P̃|
 };
-Weight weight_of(const Units& u, const RowStats& r, double P_hi, double R, double e) {
-  const double fa = e + r.delta + u.g_piece * (R + e + r.abs_lse + r.delta) + u.eta_prime;
+double theta_of(const Units& u, const RowStats& r, double R, double e) {
+  const double fa = u.flash ? e + r.delta + u.g_piece * (R + e + r.abs_lse + r.delta) + u.eta_prime : 0.0;
   const double x = e + u.g_piece * (R + e + r.P) + u.eta_prime;
-  const double theta = std::max(fa, x + r.x_max + r.log_norm);
+  return std::max(fa, u.math ? x + r.x_max + r.log_norm : 0.0);
+}
+
+// Step B4 (M): key j's share of d_math, from its weight's error, |dP_j| <= abs_dp and ε^P_j (and the
+// product dO·P rounded to storage first, as PyTorch's CUDA softmax backward does, when intermediates
+// are in storage).
+double d_math_term(const Units& u, const Weight& w, double abs_dp, double e_p, double g_n) {
+  double term = w.pi * abs_dp + w.used * e_p + g_n * w.used * (abs_dp + e_p);
+  if (u.intermediates) term += u.u_s * w.used * (abs_dp + e_p) + u.h_s;
+  return term;
+}
+// From expm1(Θ) of the key (or a larger one).
+Weight weight_of(const Units& u, double P_hi, double expm1_theta) {
   Weight w;
-  w.pi = P_hi * std::expm1(theta) + u.lambda;
+  w.pi = P_hi * expm1_theta + u.lambda;
   w.used = P_hi + w.pi;
   if (u.p_storage) w.pi += u.u_s * w.used + u.h_s, w.used = P_hi + w.pi;
   return w;
 }
 
-// Step B3: the error of dP̃.
-double dp_error(const Units& u, std::size_t Ev, const DotEnclosure& dp) {
-  double e = u.g_dp * dp.abs_upper + 2 * static_cast<double>(Ev) * u.lambda;
-  if (u.intermediates) e += u.u_s * (magnitude(dp.value) + e) + u.h_s;
+// Step B3: the error of dP̃ from |dP| <= abs_dp and A (upper bounds).
+double dp_error(const Units& u, std::size_t Ev, double abs_dp, double A) {
+  double e = u.g_dp * A + 2 * static_cast<double>(Ev) * u.lambda;
+  if (u.intermediates) e += u.u_s * (abs_dp + e) + u.h_s;
   return e;
+}
+double dp_error(const Units& u, std::size_t Ev, const DotEnclosure& dp) {
+  return dp_error(u, Ev, magnitude(dp.value), dp.abs_upper);
 }
 
 // Step B5: dS enclosed, its error and magnitude bounds.
@@ -176,6 +220,8 @@ Ds ds_of(const Units& u, Interval P, const Weight& w, const DotEnclosure& dp, do
   const Interval a = subtract(dp.value, r.D);
   const double abs_a = magnitude(a), e_a = e_dp + r.d;
   double err = w.pi * abs_a + w.used * e_a + u.g2 * w.used * (abs_a + e_a) + u.lambda;
+  // PyTorch's CUDA softmax backward rounds dP·P to storage before subtracting P·D.
+  if (u.intermediates) err += u.u_s * w.used * (magnitude(dp.value) + e_dp) + u.h_s;
   if (u.ds_storage) err += u.u_s * (P.hi * abs_a + err) + u.h_s;
   return {multiply(P, a), err, P.hi * abs_a + err};
 }
@@ -206,9 +252,10 @@ struct GradientSums {
 
 // What the band of a finished row adds beyond Steps B6/B7's sums.
 struct Finish {
-  bool scaled = true;     // dQ, dK: times σ
-  bool q_storage = false;  // dK under query_in_storage
-  double group = 1;        // the heads whose results add in storage (dK, dV under GQA)
+  bool scaled = true;      // dQ, dK: times σ
+  bool q_storage = false;  // dQ, dK under query_in_storage: the other side read pre-scaled and rounded
+  double group = 1;        // the heads whose results add (dK, dV under GQA)
+  OutputFormat format;     // the gradient's storage
 };
 
 // One certified gradient row: the kernel's values, the enclosures, the band.
@@ -231,7 +278,7 @@ void finish(const GradientSums& s, const Units& u, Interval sigma, const Finish&
   const double g_depth = gamma_bound(n + (f.scaled ? u.c_sigma + 2 : 1) + u.c_v, u.u);
   const double g_sigma = f.scaled ? gamma_bound(u.c_sigma + 2, u.u) : 0.0;
   const double flush = (n + 2) * u.lambda * std::max(1.0, sigma_abs);
-  const double gs2 = gamma_bound(f.scaled ? 2 : 1, u.u_s), g_group = gamma_bound(f.group, u.u_s);
+  const double gs2 = gamma_bound(f.scaled ? 2 : 1, u.u_s), g_group = gamma_bound(f.group, std::max(u.u_s, f.format.u));
   out.exact.resize(width), out.fine.resize(width), out.band.resize(width);
   for (std::size_t c = 0; c < width; ++c) {
     const double radius = next_up((bound.error(s.abs[c]) + up_bound(s.rad[c] * rad_factor)) * kRoundingSafety);
@@ -243,28 +290,42 @@ void finish(const GradientSums& s, const Units& u, Interval sigma, const Finish&
     const double mag = sigma_abs * s.mag[c];
     double delta = sigma_abs * ((1 + g_sigma) * s.err[c] + g_depth * s.mag[c]) + flush;
     if (u.intermediates) delta += gs2 * (delta + mag) + (f.scaled ? 2 : 1) * u.h_s;
-    if (f.q_storage) delta += u.u_s * mag * (1 + u.g2) + u.h_s * s.total_mag;
-    if (u.intermediates && f.group > 1) delta += g_group * (delta + mag) + f.group * u.h_s;
-    if (u.output_rounds) delta += u.u_s * (magnitude(value) + delta) + u.h_s;
+    if (f.q_storage) delta += u.u_s * mag * (1 + u.g2) + u.h_s * u.side_scale * s.total_mag;
+    // Under GQA each head's result may be rounded to storage before the group's sum (FlashAttention
+    // 2 writes dk_expanded in the input dtype; the math path rounds twice per head).
+    if ((u.intermediates || f.format.rounds) && f.group > 1)
+      delta += g_group * (delta + mag) + (u.intermediates ? 2 * f.group + 1 : f.group) * f.format.h;
+    if (f.format.rounds) delta += f.format.u * (magnitude(value) + delta) + f.format.h;
     delta *= kSafety;
     out.band[c] = std::isnan(delta) ? kInf : delta;
   }
 }
 
-// A sample of `rows` of `total` indices drawn with `seed` (all when rows is nullopt or >= total),
-// always the first and the last, as sample_rows draws query rows.
-std::vector<char> sample_of(std::size_t total, std::optional<std::size_t> rows, std::uint64_t seed) {
-  std::vector<char> chosen(total, rows && *rows < total ? 0 : 1);
-  if (total == 0 || !rows || *rows >= total) return chosen;
-  chosen[0] = chosen[total - 1] = 1;
-  std::size_t count = total > 1 ? 2 : 1;
+// The key rows certified: all of them when rows is nullopt or covers them; else `rows` key rows of
+// kGroupsPerKeys-sized shares of the head groups (b, g), at least two groups (or all there are),
+// the groups and then their keys drawn with `seed` (a partial Fisher-Yates shuffle with
+// mt19937_64, as sample_rows). A key row needs the statistics of every query row of its group, so
+// the groups drawn, not the keys, set the cost.
+constexpr std::size_t kKeysPerGroup = 128;
+
+std::vector<std::size_t> shuffled(std::size_t total, std::size_t count, std::mt19937_64& random) {
   std::vector<std::size_t> all(total);
   for (std::size_t k = 0; k < total; ++k) all[k] = k;
+  for (std::size_t k = 0; k < std::min(count, total); ++k) std::swap(all[k], all[k + random() % (total - k)]);
+  all.resize(std::min(count, total));
+  return all;
+}
+
+std::vector<char> key_sample(std::size_t groups, std::size_t S, std::optional<std::size_t> rows, std::uint64_t seed) {
+  const std::size_t total = groups * S;
+  if (!rows || *rows >= total) return std::vector<char>(total, 1);
+  std::vector<char> chosen(total, 0);
   std::mt19937_64 random(seed);
-  for (std::size_t k = 0; k < total && count < *rows; ++k) {
-    std::swap(all[k], all[k + random() % (total - k)]);
-    if (!chosen[all[k]]) chosen[all[k]] = 1, ++count;
-  }
+  const std::size_t wanted = std::max<std::size_t>(2, (*rows + kKeysPerGroup - 1) / kKeysPerGroup);
+  std::vector<std::size_t> drawn = shuffled(groups, wanted, random);
+  std::sort(drawn.begin(), drawn.end());
+  const std::vector<std::size_t> keys = shuffled(drawn.size() * S, *rows, random);
+  for (std::size_t k : keys) chosen[drawn[k / S] * S + k % S] = 1;
   return chosen;
 }
 
@@ -290,14 +351,112 @@ class Backward {
       : p_(p), dout_(dout), options_(options), inputs_(inputs) {
     arithmetic_ = options.arithmetic;
     arithmetic_.kv_storage = p.kv_dtype;
-    units_ = units_of(p, arithmetic_);
+    units_ = units_of(p, arithmetic_, inputs.algorithm);
+    q_format_ = output_format(p.dtype, units_);
+    kv_format_ = output_format(kv_format(p), units_);
     const double E = static_cast<double>(p.E);
     sigma_ = p.scale ? Interval{*p.scale, *p.scale} : Interval{next_down(1 / std::sqrt(E)), next_up(1 / std::sqrt(E))};
     if (!p.scale) sigma_ = {next_down(sigma_.lo), next_up(sigma_.hi)};  // sqrt and the division, each <= 1/2 ulp
+    // ‖v_j‖₂ rounded up: a Cauchy–Schwarz bound of Σ_c |dO_c v_jc| for Phase A's rows that feed only
+    // key rows when the kernel's forward is not given.
+    value_norms_.resize(p.batch * p.kv_heads * p.S);
+    for (std::size_t b = 0; b < p.batch; ++b)
+      for (std::size_t g = 0; g < p.kv_heads; ++g)
+        for (std::size_t j = 0; j < p.S; ++j) value_norms_[(b * p.kv_heads + g) * p.S + j] = norm_of(value_row(b, g, j), p.Ev);
+  }
+
+  // Phase A's lean pass for a row that only feeds key rows, when the kernel's out and LSE are given:
+  // ℓ_i and D_i = Σ_j e_j dP_j / Z enclosed directly (the oracle's Steps 1-4 and 7, each e_j from one
+  // exp_enclosure at the upper end of its argument and e^{-w} >= 1 - w for the argument's width w),
+  // and Steps B1-B4 with row-wide maxima. False when doubles cannot hold the row (the caller uses the
+  // full enclosure).
+  bool lean_row(std::size_t row, RowStats& stats) const {
+    const RowIndex r = row_index(p_, row);
+    const std::size_t g = kv_head_of(p_, r.h);
+    const double* q = p_.query.data() + tensor_index(p_, p_.q_heads, p_.L, p_.E, r.b, r.h, r.i, 0);
+    const double* d_out = dout_.data() + output_index(p_, row, 0);
+    const double* given_out = inputs_.out.data() + output_index(p_, row, 0);
+    const ProductSumBound e_bound(p_.E), ev_bound(p_.Ev);
+    thread_local std::vector<Interval> scores, dps;
+    thread_local std::vector<double> abs_dp;
+    scores.clear(), dps.clear(), abs_dp.clear();
+    double top = -kInf, dot_max = 0, bias_max = 0, sides_max = 0;
+    for (std::size_t c = 0; c < p_.E; ++c) stats.abs_query += std::fabs(q[c]);
+    stats.abs_query = up_bound(stats.abs_query * kSafety);
+    for (std::size_t j = 0; j < p_.S; ++j) {
+      if (!takes_part(p_, r.b, r.h, r.i, j)) continue;
+      const DotEnclosure dot = dot_enclosure(q, key_row(r.b, g, j), p_.E, e_bound);
+      const double bias = additive_bias(p_, r.b, r.h, r.i, j);
+      const Interval score = add(multiply(sigma_, dot.value), {bias, bias});
+      if (!std::isfinite(score.lo) || !std::isfinite(score.hi)) return false;
+      const DotEnclosure dp = dot_enclosure(d_out, value_row(r.b, g, j), p_.Ev, ev_bound);
+      scores.push_back(score), dps.push_back(dp.value), abs_dp.push_back(dp.abs_upper);
+      top = std::max(top, score.hi);
+      dot_max = std::max(dot_max, dot.abs_upper), bias_max = std::max(bias_max, std::fabs(bias));
+      if (units_.q_storage) sides_max = std::max(sides_max, key_abs(r.b, g, j) + stats.abs_query);
+    }
+    const std::size_t n = scores.size();
+    if (n == 0) return true;  // no keys: nothing to feed
+    thread_local std::vector<Interval> e;
+    e.resize(n);
+    double sum_lo = 0, sum_hi = 0;
+    Interval numerator{0, 0};
+    for (std::size_t t = 0; t < n; ++t) {
+      const double hi = std::min(0.0, next_up(scores[t].hi - top)), lo = next_down(scores[t].lo - top);
+      const Interval upper = exp_enclosure(hi);
+      e[t] = {std::max(0.0, next_down(upper.lo * next_down(1 - (hi - lo)))), upper.hi};
+      sum_lo += e[t].lo, sum_hi += e[t].hi;
+      numerator = add(numerator, multiply(e[t], dps[t]));
+    }
+    const double count = static_cast<double>(n);
+    const Interval total{next_down(sum_lo * next_down(1 - gamma_of(count))),
+                         next_up(sum_hi * next_up(1 + 2 * gamma_of(count)))};
+    if (!(total.lo > 0) || !std::isfinite(total.hi) || !std::isfinite(numerator.lo) || !std::isfinite(numerator.hi))
+      return false;
+    stats.has_keys = true;
+    stats.lse = add({top, top}, log_enclosure(total));
+    stats.abs_lse = magnitude(stats.lse);
+    stats.D = divide_by_positive(numerator, total);
+    const double got = inputs_.lse[row];
+    const double natural = inputs_.lse_format.base2 ? got * std::numbers::ln2 : got;
+    stats.delta = up_bound(std::max(std::fabs(natural - stats.lse.lo), std::fabs(natural - stats.lse.hi)) +
+                           std::fabs(natural) * 0x1p-50);
+    const ScoreErrorModel score_error(arithmetic_, p_.E, magnitude(sigma_), !p_.scale.has_value());
+    const auto b = score_error(dot_max, bias_max, sides_max);
+    stats.P = b.R + b.e;
+    stats.x_max = b.e + units_.g_piece * (b.R + b.e + stats.P) + units_.eta_prime;
+    const double g_n = gamma_bound(count + 1, units_.u);
+    stats.log_norm = -std::log1p(-g_n);
+    const double expm1_theta = std::expm1(theta_of(units_, stats, b.R, b.e));
+    double d_math = 2 * count * units_.lambda;
+    for (std::size_t t = 0; t < n; ++t) {
+      const Weight w = weight_of(units_, next_up(e[t].hi / total.lo), expm1_theta);
+      const double A = abs_dp[t], e_p = dp_error(units_, p_.Ev, magnitude(dps[t]), A);
+      d_math += d_math_term(units_, w, magnitude(dps[t]), e_p, g_n);
+    }
+    const DotEnclosure stored = dot_enclosure(d_out, given_out, p_.Ev, ev_bound);
+    const double d_fa = 2 * static_cast<double>(p_.Ev) * units_.lambda + magnitude(subtract(stored.value, stats.D)) +
+                        units_.g_d * stored.abs_upper;
+    stats.d = std::max(units_.math ? d_math : 0.0, units_.flash ? d_fa : 0.0) * kSafety;
+    if (!std::isfinite(stats.d)) stats.d = kInf;
+    return true;
+  }
+
+  // ‖x‖₂ rounded up.
+  static double norm_of(const double* x, std::size_t n) {
+    double sum = 0;
+    for (std::size_t c = 0; c < n; ++c) sum += x[c] * x[c];
+    return up_bound(std::sqrt(sum) * kSafety);
   }
 
   // Phase A: one query row's statistics, and its dQ when `certify`.
   void row(std::size_t row, bool certify, RowStats& stats, std::optional<CertifiedRow>& dq) const {
+    if (!certify && !inputs_.out.empty() && !inputs_.lse.empty() && std::isfinite(inputs_.lse[row])) {
+      bool finite = true;
+      for (std::size_t c = 0; c < p_.Ev; ++c) finite = finite && std::isfinite(inputs_.out[output_index(p_, row, c)]);
+      if (finite && lean_row(row, stats)) return;
+      stats = RowStats{};
+    }
     const RowIndex r = row_index(p_, row);
     std::optional<RowEnclosure> fast = enclose_row_fast(p_, row);
     const RowEnclosure e = fast ? std::move(*fast) : enclose_row(p_, row, 64);
@@ -345,31 +504,56 @@ class Backward {
       stats.delta = up_bound(std::max(std::fabs(natural - e.lse.lo), std::fabs(natural - e.lse.hi)) +
                              std::fabs(natural) * 0x1p-50);
     }
-    // Per key: the score's error (B1), x_j (B2, M), dP (B3).
+    // Per key: the score's error (B1), x_j (B2, M), dP (B3), and D's error (B4, M). A row that only
+    // feeds key rows takes row-wide maxima: e is monotone in A_j, |b_j| and the sides, so one bound
+    // serves every key, Θ_j <= Θ_max, and |dP_j| <= A_j <= ‖dO‖ ‖v_j‖ (Cauchy–Schwarz) spares the
+    // dP dot products; a certified dQ row has each key's own.
     const ScoreErrorModel score_error(arithmetic_, p_.E, magnitude(sigma_), !p_.scale.has_value());
-    std::vector<double> R(n), err(n), e_dp(n);
-    std::vector<DotEnclosure> dp(n);
-    const ProductSumBound dp_bound(p_.Ev);
-    for (std::size_t t = 0; t < n; ++t) {
-      const std::size_t j = e.keys[t];
-      const double abs_sides = units_.q_storage ? key_abs(r.b, g, j) + stats.abs_query : 0.0;
-      const auto b = score_error(e.abs_dots[t], std::fabs(additive_bias(p_, r.b, r.h, r.i, j)), abs_sides);
-      R[t] = b.R, err[t] = b.e;
-      stats.P = std::max(stats.P, b.R + b.e);
-      dp[t] = dot_enclosure(d_out, value_row(r.b, g, j), p_.Ev, dp_bound);
-      e_dp[t] = dp_error(units_, p_.Ev, dp[t]);
-    }
-    for (std::size_t t = 0; t < n; ++t)
-      stats.x_max = std::max(stats.x_max, err[t] + units_.g_piece * (R[t] + err[t] + stats.P) + units_.eta_prime);
     const double g_n = gamma_bound(static_cast<double>(n) + 1, units_.u);
     stats.log_norm = -std::log1p(-g_n);
-    // Step B4.
     double d_math = 2 * static_cast<double>(n) * units_.lambda;
-    std::vector<Weight> w(n);
-    for (std::size_t t = 0; t < n; ++t) {
-      w[t] = weight_of(units_, stats, e.weights[t].hi, R[t], err[t]);
-      const double abs_dp = magnitude(dp[t].value);
-      d_math += w[t].pi * abs_dp + w[t].used * e_dp[t] + g_n * w[t].used * (abs_dp + e_dp[t]);
+    std::vector<double> R, err, e_dp;
+    std::vector<DotEnclosure> dp;
+    std::vector<Weight> w;
+    if (!certify) {
+      double dot_max = 0, bias_max = 0, sides_max = 0;
+      for (std::size_t t = 0; t < n; ++t) {
+        dot_max = std::max(dot_max, e.abs_dots[t]);
+        bias_max = std::max(bias_max, std::fabs(additive_bias(p_, r.b, r.h, r.i, e.keys[t])));
+        if (units_.q_storage) sides_max = std::max(sides_max, key_abs(r.b, g, e.keys[t]) + stats.abs_query);
+      }
+      const auto b = score_error(dot_max, bias_max, sides_max);
+      stats.P = b.R + b.e;
+      stats.x_max = b.e + units_.g_piece * (b.R + b.e + stats.P) + units_.eta_prime;
+      const double expm1_theta = std::expm1(theta_of(units_, stats, b.R, b.e));
+      double norm = 0;
+      for (std::size_t c = 0; c < p_.Ev; ++c) norm += d_out[c] * d_out[c];
+      const double dout_norm = up_bound(std::sqrt(norm) * kSafety);
+      const double* norms = value_norms_.data() + (r.b * p_.kv_heads + g) * p_.S;
+      for (std::size_t t = 0; t < n; ++t) {
+        const Weight wt = weight_of(units_, e.weights[t].hi, expm1_theta);
+        const double A = dout_norm * norms[e.keys[t]], e_p = dp_error(units_, p_.Ev, A, A);
+        d_math += d_math_term(units_, wt, A, e_p, g_n);
+      }
+    } else {
+      R.resize(n), err.resize(n), e_dp.resize(n), dp.resize(n), w.resize(n);
+      const ProductSumBound dp_bound(p_.Ev);
+      for (std::size_t t = 0; t < n; ++t) {
+        const std::size_t j = e.keys[t];
+        const double abs_sides = units_.q_storage ? key_abs(r.b, g, j) + stats.abs_query : 0.0;
+        const auto b = score_error(e.abs_dots[t], std::fabs(additive_bias(p_, r.b, r.h, r.i, j)), abs_sides);
+        R[t] = b.R, err[t] = b.e;
+        stats.P = std::max(stats.P, b.R + b.e);
+        dp[t] = dot_enclosure(d_out, value_row(r.b, g, j), p_.Ev, dp_bound);
+        e_dp[t] = dp_error(units_, p_.Ev, dp[t]);
+      }
+      for (std::size_t t = 0; t < n; ++t)
+        stats.x_max = std::max(stats.x_max, err[t] + units_.g_piece * (R[t] + err[t] + stats.P) + units_.eta_prime);
+      for (std::size_t t = 0; t < n; ++t) {
+        w[t] = weight_of(units_, e.weights[t].hi, std::expm1(theta_of(units_, stats, R[t], err[t])));
+        const double abs_dp = magnitude(dp[t].value);
+        d_math += d_math_term(units_, w[t], abs_dp, e_dp[t], g_n);
+      }
     }
     double d_fa = 2 * static_cast<double>(p_.Ev) * units_.lambda;
     if (given_out) {
@@ -380,7 +564,7 @@ class Backward {
         d_fa += std::fabs(d_out[c]) * out_band[c] * (1 + units_.g_d) +
                 units_.g_d * std::fabs(d_out[c]) * magnitude(e.out[c]);
     }
-    stats.d = std::max(d_math, d_fa) * kSafety;
+    stats.d = std::max(units_.math ? d_math : 0.0, units_.flash ? d_fa : 0.0) * kSafety;
     if (!std::isfinite(stats.d)) stats.d = kInf;
     if (!certify) return;
     // Step B5 and B6: dQ_i = σ Σ_j dS_ij k_j.
@@ -393,7 +577,7 @@ class Backward {
     out.row = row;
     out.index = {r.b, r.h, r.i};
     out.fast = e.fast;
-    finish(sums, units_, sigma_, {.scaled = true}, out);
+    finish(sums, units_, sigma_, {.scaled = true, .q_storage = units_.q_storage, .format = q_format_}, out);
     dq = std::move(out);
   }
 
@@ -420,7 +604,7 @@ class Backward {
         const Interval arg = subtract(score, r.lse);
         const Interval P{exp_enclosure(arg.lo).lo, std::min(1.0, exp_enclosure(std::min(arg.hi, 0.0)).hi)};
         const auto sb = score_error(dot.abs_upper, std::fabs(bias), units_.q_storage ? abs_key + r.abs_query : 0.0);
-        const Weight w = weight_of(units_, r, P.hi, sb.R, sb.e);
+        const Weight w = weight_of(units_, P.hi, std::expm1(theta_of(units_, r, sb.R, sb.e)));
         const DotEnclosure dp = dot_enclosure(d_out, v, p_.Ev, ev_bound);
         const Ds ds = ds_of(units_, P, w, dp, dp_error(units_, p_.Ev, dp), r);
         k_sums.add(q, ds.value, ds.err, ds.mag);
@@ -429,8 +613,9 @@ class Backward {
     }
     const double heads = static_cast<double>(group);
     dk.index = dv.index = {b, g, j};
-    finish(k_sums, units_, sigma_, {.scaled = true, .q_storage = units_.q_storage, .group = heads}, dk);
-    finish(v_sums, units_, sigma_, {.scaled = false, .group = heads}, dv);
+    finish(k_sums, units_, sigma_, {.scaled = true, .q_storage = units_.q_storage, .group = heads, .format = kv_format_},
+           dk);
+    finish(v_sums, units_, sigma_, {.scaled = false, .group = heads, .format = kv_format_}, dv);
   }
 
   const double* key_row(std::size_t b, std::size_t g, std::size_t j) const {
@@ -453,7 +638,9 @@ class Backward {
   const BackwardInputs& inputs_;
   Arithmetic arithmetic_;
   Units units_;
+  OutputFormat q_format_, kv_format_;
   Interval sigma_;
+  std::vector<double> value_norms_;
 };
 
 // Judges a certified row (its enclosures possibly replaced by the MPFI ones).
@@ -480,7 +667,12 @@ bool undecided(const CertifiedRow& row) {
 
 }  // namespace
 
-Result<Ok, Error> validate_backward_inputs(const TensorProblem& p, const BackwardInputs& inputs) {
+Result<Ok, Error> validate_backward(const TensorProblem& p, std::span<const double> dout, const BackwardInputs& inputs) {
+  if (auto ok = validate_dout(p, dout); !ok) return ok;
+  for (std::size_t n = 0; n < dout.size(); ++n)
+    if (round_to(p.dtype, dout[n]) != dout[n])
+      return Error{"dout: element " + std::to_string(n) + " is not representable in " + std::string(dtype_name(p.dtype)) +
+                   " (a kernel reads dout in its output's format)"};
   const std::size_t rows = p.batch * p.q_heads * p.L;
   if (!inputs.out.empty() && inputs.out.size() != rows * p.Ev)
     return Error{"out: expected " + std::to_string(rows * p.Ev) + " values (the output's [B, Hq, L, Ev]), got " +
@@ -495,8 +687,7 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
                                 std::span<const double> dk, std::span<const double> dv, const CertifyOptions& options,
                                 const BackwardInputs& inputs) {
   if (auto ok = validate(p); !ok) throw ContractError("certify_backward: " + ok.error().message);
-  if (auto ok = validate_dout(p, dout); !ok) throw ContractError("certify_backward: " + ok.error().message);
-  if (auto ok = validate_backward_inputs(p, inputs); !ok) throw ContractError("certify_backward: " + ok.error().message);
+  if (auto ok = validate_backward(p, dout, inputs); !ok) throw ContractError("certify_backward: " + ok.error().message);
   if (const std::string error = structure_error(options.arithmetic.structure); !error.empty())
     throw ContractError("certify_backward: " + error);
   if (!(options.alpha > 0 && options.alpha < 1)) throw ContractError("certify_backward: alpha must be in (0, 1)");
@@ -521,7 +712,8 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
   // What is certified: sampled query rows (every row without keys is checked zero anyway) and key rows.
   std::vector<char> certify_q(rows, 0);
   for (std::size_t row : sample_rows(p, options.rows, options.seed)) certify_q[row] = 1;
-  const std::vector<char> certify_k = sample_of(keys, options.rows, options.seed ^ 0x9e3779b97f4a7c15ULL);
+  const std::vector<char> certify_k =
+      key_sample(p.batch * p.kv_heads, p.S, options.rows, options.seed ^ 0x9e3779b97f4a7c15ULL);
   // Phase A runs on the certified query rows and on every row of a group holding a certified key.
   std::vector<char> needed = certify_q, group_needed(p.batch * p.kv_heads, 0);
   for (std::size_t key = 0; key < keys; ++key)
@@ -545,9 +737,9 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
     bool seen = false;
     for (std::size_t h = g * group; h < (g + 1) * group && !seen; ++h)
       for (std::size_t i = 0; i < p.L && !seen; ++i) seen = takes_part(p, b, h, i, j);
-    cheap_checks(dk, key_first(key, p.E), p.E, {b, g, j}, !seen, p.dtype, "unseen key's gradient not zero",
+    cheap_checks(dk, key_first(key, p.E), p.E, {b, g, j}, !seen, kv_format(p), "unseen key's gradient not zero",
                  k_outcomes[key]);
-    cheap_checks(dv, key_first(key, p.Ev), p.Ev, {b, g, j}, !seen, p.dtype, "unseen key's gradient not zero",
+    cheap_checks(dv, key_first(key, p.Ev), p.Ev, {b, g, j}, !seen, kv_format(p), "unseen key's gradient not zero",
                  v_outcomes[key]);
     if (certify_k[key] && seen) {
       k_rows[key].row = v_rows[key].row = key;
@@ -583,8 +775,8 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
   for (std::size_t key = 0; key < keys; ++key) {
     if (k_rows[key].band.empty()) continue;
     certified_k[key] = 1;
-    judge_row(k_rows[key], dk, key_first(key, p.E), p.dtype, k_outcomes[key]);
-    judge_row(v_rows[key], dv, key_first(key, p.Ev), p.dtype, v_outcomes[key]);
+    judge_row(k_rows[key], dk, key_first(key, p.E), kv_format(p), k_outcomes[key]);
+    judge_row(v_rows[key], dv, key_first(key, p.Ev), kv_format(p), v_outcomes[key]);
   }
   std::vector<char> certified_q(rows, 0);
   for (std::size_t row = 0; row < rows; ++row) certified_q[row] = q_rows[row] ? 1 : 0;

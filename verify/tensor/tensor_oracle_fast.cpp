@@ -59,17 +59,6 @@ Interval scale_of(const TensorProblem& p) {
   return {lo, mpfr_get_d(root.get(), MPFR_RNDU)};
 }
 
-// log x for x in [a.lo, a.hi], a.lo > 0, rounded outwards (MPFR's correctly rounded log).
-Interval log_enclosure(Interval a) {
-  MpfrFloat x(53), y(53);
-  mpfr_set_d(x.get(), a.lo, MPFR_RNDN);  // exact
-  mpfr_log(y.get(), x.get(), MPFR_RNDD);
-  const double lo = mpfr_get_d(y.get(), MPFR_RNDD);  // exact: y has 53 bits
-  mpfr_set_d(x.get(), a.hi, MPFR_RNDN);
-  mpfr_log(y.get(), x.get(), MPFR_RNDU);
-  return {lo, mpfr_get_d(y.get(), MPFR_RNDU)};
-}
-
 // The fine enclosure of a double interval: its midpoint and the distance to the farther end.
 FineEnclosure fine_of(Interval a) {
   const double head = std::clamp(0.5 * a.lo + 0.5 * a.hi, a.lo, a.hi);

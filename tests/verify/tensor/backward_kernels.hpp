@@ -25,6 +25,17 @@ struct BackwardChoices {
   /// (flash), every intermediate tensor (math), the gradients. nullptr: none (fp32/fp64).
   double (*round_storage)(double) = nullptr;
   bool reverse = false;  ///< keys and rows last to first (atomics and tile orders differ)
+  /// Under GQA each query head's dK and dV rounded to storage, then the group's heads summed and
+  /// rounded again (FlashAttention 2 writes dk_expanded in the input dtype and sums it).
+  bool per_head_storage = false;
+  /// K scaled by σ and rounded to storage before Q·Kᵀ and dQ = dS·K̃ (the Triton tutorial's
+  /// pre-scaled K): needs query_in_storage.
+  bool prescaled_key = false;
+  /// The math path's dS as PyTorch's CUDA softmax backward forms it: fl(fl(P dP) - P·D), dP·P in storage.
+  bool cuda_softmax_backward = false;
+  /// dK and dV rounded to this format instead of storage (a kernel keeping K and V in their own
+  /// format, llama.cpp's fp16 cache read by an fp32 query).
+  double (*round_kv)(double) = nullptr;
   bool no_D = false;                ///< bug: dS = P ∘ dP
   bool D_from_bf16_out = false;     ///< bug: D from the output rounded to bf16 (an fp32 kernel)
   bool no_scale_dq = false;         ///< bug: the scale missing in dQ
@@ -59,6 +70,9 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
   run.out.assign(p.batch * p.q_heads * p.L * p.Ev, 0.0);
   run.lse.assign(p.batch * p.q_heads * p.L, -std::numeric_limits<double>::infinity());
   std::vector<T> dq(p.query.size(), T(0)), dk(p.key.size(), T(0)), dv(p.value.size(), T(0));
+  // Per query head's dK and dV (per_head_storage): [B, Hq, S, E] and [B, Hq, S, Ev], row-major.
+  std::vector<T> dk_head(choices.per_head_storage ? p.batch * p.q_heads * p.S * p.E : 0, T(0)),
+      dv_head(choices.per_head_storage ? p.batch * p.q_heads * p.S * p.Ev : 0, T(0));
   const auto q_at = [&](std::size_t b, std::size_t h, std::size_t i, std::size_t c) {
     return static_cast<T>(p.query[tensor_index(p, p.q_heads, p.L, p.E, b, h, i, c)]);
   };
@@ -75,10 +89,13 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
     open.causal = verify::Causal::none;
     return verify::takes_part(open, b, h, i, j);
   };
+  const auto k_used = [&](std::size_t b, std::size_t g, std::size_t j, std::size_t c) {
+    return choices.prescaled_key ? store(k_at(b, g, j, c) * scale) : k_at(b, g, j, c);
+  };
   const auto score_of = [&](std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
     T dot = 0;
-    for (std::size_t c = 0; c < p.E; ++c) dot += q_at(b, h, i, c) * k_at(b, h / group, j, c);
-    T s = inter(inter(dot) * scale);
+    for (std::size_t c = 0; c < p.E; ++c) dot += q_at(b, h, i, c) * k_used(b, h / group, j, c);
+    T s = choices.prescaled_key ? dot : inter(inter(dot) * scale);
     return inter(s + static_cast<T>(verify::additive_bias(p, b, h, i, j)));
   };
   // dS of every row, kept for the dk_from_ds bug: [B, Hq, L, S].
@@ -148,12 +165,18 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
           const std::size_t j = choices.reverse ? p.S - 1 - t : t;
           if (!part[j]) continue;
           const T Pj = weight(j);
-          const T dS = choices.round_storage ? store(Pj * inter(dP[j] - D)) : Pj * (dP[j] - D);
+          T dS = choices.round_storage ? store(Pj * inter(dP[j] - D)) : Pj * (dP[j] - D);
+          if (choices.cuda_softmax_backward) dS = store(store(Pj * dP[j]) - Pj * D);
           dS_all[row * p.S + j] = dS;
-          for (std::size_t c = 0; c < p.E; ++c) dq[dq_at(c)] += dS * k_at(b, g, j, c);
+          for (std::size_t c = 0; c < p.E; ++c) dq[dq_at(c)] += dS * k_used(b, g, j, c);
           if (choices.gqa_first_head && h % group != 0) continue;
           const T P_v = choices.dv_unnormalized ? std::exp(score_of(b, h, i, j) - m) : Pj;
           const T P_stored = choices.round_storage ? store(P_v) : P_v;
+          if (choices.per_head_storage) {
+            for (std::size_t c = 0; c < p.E; ++c) dk_head[(((b * p.q_heads + h) * p.S) + j) * p.E + c] += dS * q_at(b, h, i, c);
+            for (std::size_t c = 0; c < p.Ev; ++c) dv_head[(((b * p.q_heads + h) * p.S) + j) * p.Ev + c] += P_stored * d_out(c);
+            continue;
+          }
           for (std::size_t c = 0; c < p.E; ++c)
             if (!choices.dk_from_ds) dk[tensor_index(p, p.kv_heads, p.S, p.E, b, g, j, c)] += dS * q_at(b, h, i, c);
           for (std::size_t c = 0; c < p.Ev; ++c)
@@ -171,14 +194,30 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
               dk[tensor_index(p, p.kv_heads, p.S, p.E, b, h / group, j, c)] +=
                   dS_all[((b * p.q_heads + h) * p.L + j) * p.S + i] * q_at(b, h, i, c);
   }
-  const auto finish = [&](const std::vector<T>& g, T factor, bool scaled) {
+  if (choices.per_head_storage) {  // each head's result scaled and stored, then the group's sum stored
+    for (std::size_t b = 0; b < p.batch; ++b)
+      for (std::size_t h = 0; h < p.q_heads; ++h)
+        for (std::size_t j = 0; j < p.S; ++j) {
+          for (std::size_t c = 0; c < p.E; ++c)
+            dk[tensor_index(p, p.kv_heads, p.S, p.E, b, h / group, j, c)] +=
+                store(dk_head[(((b * p.q_heads + h) * p.S) + j) * p.E + c] * scale);
+          for (std::size_t c = 0; c < p.Ev; ++c)
+            dv[tensor_index(p, p.kv_heads, p.S, p.Ev, b, h / group, j, c)] +=
+                store(dv_head[(((b * p.q_heads + h) * p.S) + j) * p.Ev + c]);
+        }
+  }
+  const auto finish = [&](const std::vector<T>& g, T factor, bool scaled, double (*round)(double)) {
     std::vector<double> out(g.size());
-    for (std::size_t n = 0; n < g.size(); ++n) out[n] = static_cast<double>(store(scaled ? inter(g[n]) * factor : g[n]));
+    for (std::size_t n = 0; n < g.size(); ++n) {
+      const T x = scaled ? inter(g[n]) * factor : g[n];
+      out[n] = round ? round(static_cast<double>(x)) : static_cast<double>(store(x));
+    }
     return out;
   };
-  run.dq = finish(dq, scale, !choices.no_scale_dq);
-  run.dk = finish(dk, scale, !choices.no_scale_dk);
-  run.dv = finish(dv, T(1), false);
+  const bool prescaled = choices.prescaled_key;  // dQ read the scaled K already
+  run.dq = finish(dq, scale, !choices.no_scale_dq && !prescaled, nullptr);
+  run.dk = finish(dk, scale, !choices.no_scale_dk && !choices.per_head_storage, choices.round_kv);
+  run.dv = finish(dv, T(1), false, choices.round_kv);
   return run;
 }
 

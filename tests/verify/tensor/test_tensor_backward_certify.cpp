@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -246,13 +247,114 @@ TEST(TensorBackwardCertify, EveryMutantOfTheZooIsCaught) {
   }
 }
 
+// The kernels a review found outside the first band (each within it now, at its profile): GQA with
+// each head's dK/dV rounded to storage before the group's sum, a tiny upstream gradient (subnormal
+// per-head dV in fp16), key and value in a format of their own with dK/dV returned in it, K pre-scaled
+// in storage (declared by query_in_storage), PyTorch's CUDA softmax backward.
+TEST(TensorBackwardCertify, ReviewedKernelsPassAtTheirProfiles) {
+  struct Variant {
+    std::string name;
+    BackwardChoices choices;
+    DType dtype;
+    const char* profile;
+    bool query_in_storage = false;
+    double dout_scale = 1;
+    std::optional<DType> kv_dtype;
+  };
+  std::vector<Variant> variants;
+  for (DType half : {DType::bf16, DType::fp16}) {
+    BackwardChoices c;
+    c.round_storage = storage_round(half);
+    c.per_head_storage = true;
+    variants.push_back({"per-head dK/dV in storage", c, half, half == DType::bf16 ? "bf16" : "fp16"});
+    variants.push_back({"per-head dK/dV, tiny dout", c, half, half == DType::bf16 ? "bf16" : "fp16", false, 1e-5});
+    BackwardChoices k;
+    k.round_storage = storage_round(half);
+    k.prescaled_key = true;
+    variants.push_back({"K pre-scaled in storage", k, half, half == DType::bf16 ? "bf16" : "fp16", true});
+    BackwardChoices m;
+    m.algorithm = BackwardAlgorithm::math, m.round_storage = storage_round(half), m.cuda_softmax_backward = true;
+    variants.push_back({"CUDA softmax backward", m, half, half == DType::bf16 ? "bf16-math" : "fp16-math"});
+  }
+  BackwardChoices mixed;
+  mixed.round_kv = round_fp16;
+  variants.push_back({"fp16 K/V, dK/dV in fp16", mixed, DType::fp32, "fp32", false, 1, DType::fp16});
+  for (const Variant& variant : variants) {
+    double worst = 0;
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+      Shape s;
+      s.dtype = variant.dtype, s.q_heads = 8, s.kv_heads = 2, s.S = 64, s.L = 16, s.E = s.Ev = 16;
+      s.data = seed % 2 ? Data::huge_range : Data::gaussian;
+      Case c = make_case(s, seed);
+      if (variant.kv_dtype) {
+        c.problem.kv_dtype = variant.kv_dtype;
+        for (auto* values : {&c.problem.key, &c.problem.value})
+          for (double& x : *values) x = round_fp16(x);
+      }
+      for (double& x : c.dout) x = round_to(variant.dtype, x * variant.dout_scale);
+      const BackwardRun run = testing_support::backward_kernel<float>(c.problem, c.dout, variant.choices);
+      CertifyOptions o = options_for(variant.profile);
+      o.arithmetic.query_in_storage = variant.query_in_storage;
+      const BackwardReport report = certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, o, {run.out, run.lse});
+      EXPECT_TRUE(report.passed) << variant.name << " seed " << seed << "\n" << report.summary();
+      worst = std::max(worst, worst_usage(report));
+    }
+    std::printf("%-28s %-9s worst band usage %.3g\n", variant.name.c_str(), variant.profile, worst);
+  }
+}
+
+// A declared algorithm narrows the band and still holds for its kernels.
+TEST(TensorBackwardCertify, DeclaredAlgorithmsNarrowTheBand) {
+  Shape s;
+  s.S = 512, s.L = 8, s.E = s.Ev = 16;
+  const Case c = make_case(s, 11);
+  for (BackwardAlgorithm algorithm : {BackwardAlgorithm::flash, BackwardAlgorithm::math}) {
+    BackwardChoices choices;
+    choices.algorithm = algorithm;
+    const BackwardRun run = testing_support::backward_kernel<float>(c.problem, c.dout, choices);
+    BackwardInputs inputs{run.out, run.lse};
+    const BackwardReport either = certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, options_for("fp32"), inputs);
+    inputs.algorithm = algorithm == BackwardAlgorithm::flash ? GradientAlgorithm::flash : GradientAlgorithm::math;
+    const BackwardReport own = certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, options_for("fp32"), inputs);
+    EXPECT_TRUE(either.passed && own.passed) << own.summary();
+    // The math path's terms dominate "either" on long rows: declaring flash narrows it, declaring math
+    // cannot widen it.
+    if (algorithm == BackwardAlgorithm::flash)
+      EXPECT_GT(worst_usage(own), 1.5 * worst_usage(either)) << "declaring flash narrows the band";
+    else
+      EXPECT_GE(worst_usage(own), worst_usage(either));
+    std::printf("%s kernel: worst usage %.3g with either algorithm, %.3g with its own declared\n",
+                algorithm == BackwardAlgorithm::flash ? "flash" : "math", worst_usage(either), worst_usage(own));
+  }
+}
+
+// Sampling with the kernel's forward given takes the lean pass for the rows that only feed key rows.
+TEST(TensorBackwardCertify, TheLeanPassAgreesWithTheFullOne) {
+  Shape s;
+  s.batch = 2, s.q_heads = 4, s.kv_heads = 2, s.L = 40, s.S = 48, s.mask = TensorMask::additive;
+  s.causal = Causal::bottom_right;
+  const Case c = make_case(s, 21);
+  const BackwardRun good = testing_support::backward_kernel<float>(c.problem, c.dout, {});
+  BackwardChoices bug;
+  bug.no_scale_dk = true;
+  const BackwardRun bad = testing_support::backward_kernel<float>(c.problem, c.dout, bug);
+  CertifyOptions o = options_for("fp32");
+  o.rows = 12;
+  const BackwardReport lean = certify_backward(c.problem, c.dout, good.dq, good.dk, good.dv, o, {good.out, good.lse});
+  const BackwardReport full = certify_backward(c.problem, c.dout, good.dq, good.dk, good.dv, o);
+  EXPECT_TRUE(lean.passed && full.passed) << lean.summary();
+  EXPECT_EQ(lean.dk.rows_checked, 12u);
+  EXPECT_GT(lean.dk.max_band_usage, 0);
+  EXPECT_FALSE(certify_backward(c.problem, c.dout, bad.dq, bad.dk, bad.dv, o, {bad.out, bad.lse}).dk.passed);
+}
+
 TEST(TensorBackwardCertify, SampledCertificationAndThreadsGiveTheSameVerdicts) {
   Shape s;
   s.batch = 2, s.q_heads = 4, s.kv_heads = 2, s.L = 20, s.S = 24, s.mask = TensorMask::additive;
   const Case c = make_case(s, 99);
   const BackwardRun run = testing_support::backward_kernel<float>(c.problem, c.dout, {});
   CertifyOptions o = options_for("fp32");
-  o.rows = 10, o.seed = 5;
+  o.rows = 10, o.seed = 5;  // the key rows from two of the four head groups
   BackwardReport one, two;
   o.threads = 1;
   one = certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, o);
@@ -298,7 +400,7 @@ TEST(TensorBackwardCertify, BadArgumentsAreRefusedByName) {
   BackwardInputs inputs;
   std::vector<double> short_out(run.out.begin(), run.out.end() - 1);
   inputs.out = short_out;
-  const auto error = validate_backward_inputs(c.problem, inputs);
+  const auto error = validate_backward(c.problem, c.dout, inputs);
   ASSERT_FALSE(error);
   EXPECT_NE(error.error().message.find("out: expected"), std::string::npos) << error.error().message;
   // A NaN in the stored output fails the output's report; the gradients get the worst-case band there.
