@@ -5,6 +5,8 @@
 // both tiers; the same output moved by twice the certified band at one element of a row with keys
 // fails both tiers (the statistical band is never wider) and names that element; the exact LSE
 // rounded to fp32 passes certify_lse and one row's moved by twice its band fails naming that row;
+// for a drawn dout, the exact gradients rounded once to their tensors' formats pass certify_backward
+// (with that forward given and without) and one dq element moved by twice its band fails naming it;
 // nothing crashes, nothing is NaN in a verdict.
 #include <algorithm>
 #include <array>
@@ -19,6 +21,7 @@
 #include "byte_source.hpp"
 #include "fuzz_check.hpp"
 #include "tensor/tensor.hpp"
+#include "tensor/tensor_backward.hpp"
 #include "tensor/tensor_band.hpp"
 #include "tensor/tensor_certify.hpp"
 #include "tensor/tensor_oracle.hpp"
@@ -124,6 +127,63 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           report.summary());
   require(report.statistical.max_band_usage >= report.certified.max_band_usage, "statistical usage >= certified",
           report.summary());
+  // The backward: the exact gradients rounded once (dq to dtype, dk and dv to K's and V's format).
+  std::vector<double> dout(rows * p.Ev);
+  for (double& x : dout) x = value(bytes, p.dtype);
+  const GradientEnclosure exact_grads = enclose_gradients(p, dout, 128);
+  const auto rounded = [](const std::vector<FineEnclosure>& g, DType dtype) {
+    std::vector<double> out;
+    for (const FineEnclosure& x : g) out.push_back(round_to(dtype, x.head + x.tail));
+    return out;
+  };
+  const std::vector<double> dq = rounded(exact_grads.dq, p.dtype), dk = rounded(exact_grads.dk, kv_format(p)),
+                            dv = rounded(exact_grads.dv, kv_format(p));
+  const auto finite = [](const std::vector<double>& v) {
+    return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+  };
+  if (finite(dq) && finite(dk) && finite(dv)) {  // beyond the format's range: no kernel can hold them
+    BackwardInputs forward;
+    if (lse_finite) forward.out = exact, forward.lse = lse;
+    for (const BackwardInputs& given : {forward, BackwardInputs{}}) {
+      const BackwardReport backward = certify_backward(p, dout, dq, dk, dv, options, given);
+      require(backward.passed, "the exactly rounded gradients pass", backward.summary());
+    }
+    if (!with_keys.empty()) {  // one dq element moved by twice its band fails, naming it
+      const std::size_t row = with_keys[bytes.in_range(0, with_keys.size() - 1)], c = bytes.in_range(0, p.E - 1);
+      const RowIndex at = row_index(p, row);
+      const std::size_t n = tensor_index(p, p.q_heads, p.L, p.E, at.b, at.h, at.i, c);
+      const std::array<std::size_t, 4> index{at.b, at.h, at.i, c};
+      const double direction = bytes.flag() ? 1 : -1;
+      const auto moved_to = [&](double x) {
+        std::vector<double> moved_dq = dq;
+        moved_dq[n] = x;
+        return certify_backward(p, dout, moved_dq, dk, dv, options, forward);
+      };
+      // The band, read off a probe at the format's largest value (beyond it no kernel's value can be).
+      const double largest = std::ldexp(2 - std::ldexp(1.0, 1 - (p.dtype == DType::fp64   ? 53
+                                                               : p.dtype == DType::fp32 ? 24
+                                                               : p.dtype == DType::fp16 ? 11
+                                                                                        : 8)),
+                                        p.dtype == DType::fp64 ? 1023 : p.dtype == DType::fp16 ? 15 : 127);
+      const BackwardReport probe = moved_to(direction * largest);
+      if (!probe.dq.passed && probe.dq.failures.size() == 1 && probe.dq.failures[0].reason == "outside band") {
+        const double delta = probe.dq.failures[0].band, exact = exact_grads.dq[n].head + exact_grads.dq[n].tail;
+        double x = round_to(p.dtype, exact + direction * 2 * delta);
+        while (std::isfinite(x) && std::fabs(x - exact) < 2 * delta)
+          x = round_to(p.dtype, x + direction * ulp_of(p.dtype, x) * 0.75);
+        if (std::isfinite(x)) {
+          const BackwardReport wrong = moved_to(x);
+          require(!wrong.passed && !wrong.dq.passed && wrong.dk.passed && wrong.dv.passed &&
+                      wrong.dq.failures.size() == 1 && wrong.dq.failures[0].index == index &&
+                      wrong.dq.failures[0].usage > 1.9,
+                  "a dq element moved by 2δ fails, naming it", wrong.summary());
+        }
+      } else {
+        require(probe.dq.passed || probe.dq.failures.at(0).index == index, "the probe's failure names its element",
+                probe.summary());
+      }
+    }
+  }
   if (with_keys.empty()) return 0;
   // One element of a row with keys moved by twice its certified band, away from zero's side.
   const std::size_t row = with_keys[bytes.in_range(0, with_keys.size() - 1)], c = bytes.in_range(0, p.Ev - 1);

@@ -348,7 +348,7 @@ class Backward {
  public:
   Backward(const TensorProblem& p, std::span<const double> dout, const CertifyOptions& options,
            const BackwardInputs& inputs)
-      : p_(p), dout_(dout), options_(options), inputs_(inputs) {
+      : p_(p), dout_(dout), inputs_(inputs) {
     arithmetic_ = options.arithmetic;
     arithmetic_.kv_storage = p.kv_dtype;
     units_ = units_of(p, arithmetic_, inputs.algorithm);
@@ -469,14 +469,13 @@ class Backward {
     const double* d_out = dout_.data() + output_index(p_, row, 0);
     for (std::size_t c = 0; c < p_.E; ++c) stats.abs_query += std::fabs(q[c]);
     stats.abs_query = up_bound(stats.abs_query * kSafety);
-    // D_i = dO · O, and Σ |dO_c| max|O_c| for Step B4.
-    double mid = 0, abs = 0, rad = 0, dout_o = 0;
+    // D_i = dO · O.
+    double mid = 0, abs = 0, rad = 0;
     for (std::size_t c = 0; c < p_.Ev; ++c) {
       const FineEnclosure& o = e.fine[c];
       mid += d_out[c] * o.head;
       abs += std::fabs(d_out[c] * o.head);
       rad += std::fabs(d_out[c]) * (o.radius + std::fabs(o.tail));
-      dout_o += std::fabs(d_out[c]) * magnitude(e.out[c]);
     }
     const ProductSumBound ev_bound(p_.Ev);
     const double D_radius = next_up((ev_bound.error(abs) + up_bound(rad * kSafety)) * kRoundingSafety);
@@ -634,7 +633,6 @@ class Backward {
  private:
   const TensorProblem& p_;
   std::span<const double> dout_;
-  const CertifyOptions& options_;
   const BackwardInputs& inputs_;
   Arithmetic arithmetic_;
   Units units_;
