@@ -5,7 +5,9 @@ is_causal, causal_alignment="bottom-right", enable_gqa), so a function without, 
 still runs every other family; a family whose keyword fn does not accept is reported
 "skipped (fn lacks enable_gqa)", never passed. Each family draws its cases from the strategies of
 attncheck.strategies and certifies fn's output with check_attention; Hypothesis shrinks the first
-failing case to a small counterexample.
+failing case to a small counterexample. With grads=True each family also runs as "<family>_backward":
+fn is called on CPU tensors that require grad, a drawn dout is backpropagated through PyTorch's
+autograd, and out, dq, dk and dv are certified with check_attention_backward.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import random
 import numpy as np
 from hypothesis import HealthCheck, errors, find, settings
 
-from . import check_attention
+from . import check_attention, check_attention_backward
 from ._report import Report
 from .strategies import AttentionInputs, Recipe, from_recipe
 
@@ -117,24 +119,60 @@ def _to_arrays(inputs: AttentionInputs, precision: str, array_type: str) -> Atte
         return tensor.bfloat16() if precision == "bf16" else tensor
 
     return dataclasses.replace(inputs, query=convert(inputs.query), key=convert(inputs.key),
-                               value=convert(inputs.value), attn_mask=convert(inputs.attn_mask))
+                               value=convert(inputs.value), attn_mask=convert(inputs.attn_mask),
+                               dout=convert(inputs.dout))
+
+
+def _call(fn, case, arguments):
+    """fn(*arguments, **case.sdpa_kwargs()) and its out; (None, reason) when fn raised; _Skip when fn
+    refuses a keyword it was given."""
+    kwargs = case.sdpa_kwargs()
+    try:
+        out = fn(*arguments, **kwargs)
+    except TypeError as error:
+        missing = [k for k in kwargs if f"'{k}'" in str(error) or f" {k}" in str(error)]
+        if missing and "keyword" in str(error):
+            raise _Skip(f"fn lacks {missing[0]}") from None
+        return None, f"fn raised TypeError: {error}"
+    except Exception as error:  # noqa: BLE001 - any exception of fn is a failure of the case
+        return None, f"fn raised {type(error).__name__}: {error}"
+    if isinstance(out, (tuple, list)):  # (out, weights), as PyTorch 1.13's private function returns
+        out = out[0]
+    return out, ""
+
+
+def _run_backward_case(fn, inputs, precision):
+    """(failed, reason, report) for one case of a _backward family: fn forward and backward by autograd."""
+    case = _to_arrays(inputs, precision, "torch")
+    leaves = [x.detach().clone().requires_grad_(True) for x in (case.query, case.key, case.value)]
+    out, reason = _call(fn, case, leaves)
+    if out is None:
+        return True, reason, None
+    try:
+        out.backward(case.dout)
+    except Exception as error:  # noqa: BLE001 - fn's backward raising fails the case
+        return True, f"backward raised {type(error).__name__}: {error}", None
+    missing = [name for name, x in zip(("query", "key", "value"), leaves) if x.grad is None]
+    if missing:
+        return True, f"no gradient reached {', '.join(missing)}", None
+    try:
+        report = check_attention_backward(*(x.grad for x in leaves), *(x.detach() for x in leaves), case.dout,
+                                          out=out.detach(), **case.kwargs(), precision=precision)
+    except (TypeError, ValueError) as error:
+        return True, f"gradients refused: {error}", None
+    if report.passed:
+        return False, "", report
+    name, failed = next((name, r) for name, r in report.reports.items() if not r.passed)
+    worst = failed.worst.describe() if failed.worst is not None else "its LSE"
+    return True, f"{name}: {worst}", report
 
 
 def _run_case(fn, inputs, precision, array_type):
     """(failed, reason, report) for one case; raises _Skip when fn refuses a keyword it was given."""
     case = _to_arrays(inputs, precision, array_type)
-    kwargs = case.sdpa_kwargs()
-    try:
-        out = fn(case.query, case.key, case.value, **kwargs)
-    except TypeError as error:
-        missing = [k for k in kwargs if f"'{k}'" in str(error) or f" {k}" in str(error)]
-        if missing and "keyword" in str(error):
-            raise _Skip(f"fn lacks {missing[0]}") from None
-        return True, f"fn raised TypeError: {error}", None
-    except Exception as error:  # noqa: BLE001 - any exception of fn is a failure of the case
-        return True, f"fn raised {type(error).__name__}: {error}", None
-    if isinstance(out, (tuple, list)):  # (out, weights), as PyTorch 1.13's private function returns
-        out = out[0]
+    out, reason = _call(fn, case, (case.query, case.key, case.value))
+    if out is None:
+        return True, reason, None
     try:
         report = check_attention(out, case.query, case.key, case.value, **case.kwargs(), precision=precision)
     except (TypeError, ValueError) as error:
@@ -143,7 +181,7 @@ def _run_case(fn, inputs, precision, array_type):
 
 
 def conformance(fn, precision="fp32", cases=200, seed=0, *, families=None, array_type="numpy",
-                max_len=1025) -> ConformanceTable:
+                max_len=1025, grads=False) -> ConformanceTable:
     """Runs each family (up to `cases` cases each, seeded) against fn and returns the table.
 
     precision: "fp64", "fp32", "fp16" or "bf16" (the inputs' dtype and the band's arithmetic; bf16
@@ -151,6 +189,8 @@ def conformance(fn, precision="fp32", cases=200, seed=0, *, families=None, array
     families: a subset of FAMILIES' names (default all, in order). max_len: the longest query and
     key sequence of any case; the tile families draw their lengths at the tile boundaries up to it
     (1, 2, 15-17, 31-33, 63-65, 127-129, 255-257, 1025), the others stay at 8 or below.
+    grads: also run each family as "<family>_backward", certifying fn's autograd gradients of a
+    drawn dout (needs array_type="torch").
     """
     if precision not in _DTYPE_OF_PRECISION:
         raise ValueError(f"precision: expected fp64, fp32, fp16 or bf16, got {precision!r}")
@@ -158,6 +198,8 @@ def conformance(fn, precision="fp32", cases=200, seed=0, *, families=None, array
         raise ValueError(f"array_type: expected 'numpy' or 'torch', got {array_type!r}")
     if precision == "bf16" and array_type != "torch":
         raise ValueError("precision: bf16 inputs need array_type='torch' (numpy has no bfloat16)")
+    if grads and array_type != "torch":
+        raise ValueError("grads: the backward families need array_type='torch' (PyTorch's autograd)")
     if not callable(fn):
         raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
     if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
@@ -169,33 +211,42 @@ def conformance(fn, precision="fp32", cases=200, seed=0, *, families=None, array
     table = ConformanceTable()
     for number, name in enumerate(names):
         table[name] = _run_family(fn, name, precision, cases, seed + number, array_type, max_len)
+    if grads:
+        for number, name in enumerate(names):
+            table[f"{name}_backward"] = _run_family(fn, name, precision, cases, seed + len(names) + number,
+                                                    array_type, max_len, backward=True)
     return table
 
 
-def _run_family(fn, name, precision, cases, seed, array_type, max_len) -> FamilyResult:
+def _run_family(fn, name, precision, cases, seed, array_type, max_len, backward=False) -> FamilyResult:
     overrides, keywords = FAMILIES[name]
+    label = f"{name}_backward" if backward else name
     for keyword in keywords:
         if _accepts(fn, keyword) is False:
-            return FamilyResult(name, "skipped", 0, f"fn lacks {keyword}")
-    fields = {**_ISOLATED, **overrides, "dtype": _DTYPE_OF_PRECISION[precision]}
+            return FamilyResult(label, "skipped", 0, f"fn lacks {keyword}")
+    fields = {**_ISOLATED, **overrides, "dtype": _DTYPE_OF_PRECISION[precision], "grads": backward}
     fields["max_len"] = max_len if fields.pop("long", False) else min(fields["max_len"], max_len)
     recipe = Recipe(**fields)
     calls = 0
 
+    def run(inputs):
+        return _run_backward_case(fn, inputs, precision) if backward else _run_case(fn, inputs, precision,
+                                                                                     array_type)
+
     def fails(inputs):
         nonlocal calls
         calls += 1
-        return _run_case(fn, inputs, precision, array_type)[0]
+        return run(inputs)[0]
 
     options = settings(max_examples=cases, database=None, deadline=None, suppress_health_check=list(HealthCheck))
     try:
         counterexample = find(from_recipe(recipe), fails, settings=options, random=random.Random(seed))
     except errors.NoSuchExample:
-        return FamilyResult(name, "passed", calls)
+        return FamilyResult(label, "passed", calls)
     except _Skip as skip:
-        return FamilyResult(name, "skipped", calls, str(skip))
-    _, reason, report = _run_case(fn, counterexample, precision, array_type)
-    return FamilyResult(name, "failed", calls, reason, counterexample, report)
+        return FamilyResult(label, "skipped", calls, str(skip))
+    _, reason, report = run(counterexample)
+    return FamilyResult(label, "failed", calls, reason, counterexample, report)
 
 
 conformance.families = tuple(FAMILIES)  #: the family names, in the order conformance runs them

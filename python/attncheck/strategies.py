@@ -49,6 +49,7 @@ class AttentionInputs:
     enable_gqa: bool = False
     key_lengths: list | None = None
     scenario: str = "normal"
+    dout: np.ndarray | None = None  #: an upstream gradient [B, Hq, L, Ev] (drawn with grads=True)
 
     def kwargs(self) -> dict:
         """The keyword arguments of check_attention / assert_attention_close for this call."""
@@ -80,7 +81,7 @@ class AttentionInputs:
             return None if x is None else torch.from_numpy(np.ascontiguousarray(x))
 
         return dataclasses.replace(self, query=convert(self.query), key=convert(self.key), value=convert(self.value),
-                                   attn_mask=convert(self.attn_mask))
+                                   attn_mask=convert(self.attn_mask), dout=convert(self.dout))
 
     def __repr__(self) -> str:
         mask = "None" if self.attn_mask is None else f"{self.attn_mask.dtype.name}{list(self.attn_mask.shape)}"
@@ -89,7 +90,8 @@ class AttentionInputs:
                 f"causal_alignment={self.causal_alignment!r}, scale={self.scale}, enable_gqa={self.enable_gqa}, "
                 f"key_lengths={self.key_lengths}, scenario={self.scenario!r})\n"
                 f"  query={self.query.tolist()}\n  key={self.key.tolist()}\n  value={self.value.tolist()}\n"
-                f"  attn_mask={None if self.attn_mask is None else self.attn_mask.tolist()}")
+                f"  attn_mask={None if self.attn_mask is None else self.attn_mask.tolist()}"
+                + ("" if self.dout is None else f"\n  dout={np.asarray(self.dout).tolist()}"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +117,7 @@ class Recipe:
     single_visible_key: bool = False  # some row of the mask keeps exactly one key
     tile_lengths: bool = True  # L and S also drawn from TILE_BOUNDARIES (those <= max_len)
     dense_above: int | None = None  # arrays of more elements are filled densely from a drawn seed
+    grads: bool = False  # also draw an upstream gradient dout
 
 
 def _exponent_range(dtype: np.dtype) -> tuple:
@@ -248,7 +251,8 @@ def from_recipe(draw, recipe: Recipe) -> AttentionInputs:
         key_lengths = draw(st.lists(st.integers(1 if recipe.masked_rows == "never" else 0, S), min_size=B,
                                     max_size=B))
     enable_gqa = group > 1 or (recipe.gqa and draw(st.booleans()))
-    return AttentionInputs(q, k, v, mask, is_causal, alignment, scale, enable_gqa, key_lengths, scenario)
+    dout = _values(draw, recipe, dtype, (B, Hq, L, Ev), 3) if recipe.grads else None
+    return AttentionInputs(q, k, v, mask, is_causal, alignment, scale, enable_gqa, key_lengths, scenario, dout)
 
 
 def _option(name, value, table):
@@ -261,7 +265,7 @@ def _option(name, value, table):
 
 
 def attention_inputs(dtype="float32", max_batch=2, max_heads=4, max_len=129, max_dim=8, masks=True, causal=True,
-                     gqa=True, key_lengths=False, scales=True):
+                     gqa=True, key_lengths=False, scales=True, grads=False):
     """A strategy for AttentionInputs (numpy arrays of `dtype`: "float64", "float32" or "float16").
 
     max_len: the longest L and S; lengths are drawn at 1, at the TILE_BOUNDARIES up to max_len
@@ -271,6 +275,8 @@ def attention_inputs(dtype="float32", max_batch=2, max_heads=4, max_len=129, max
     alignments), "top-left", "bottom-right" or False. gqa: draw Hq = G·Hkv groups (enable_gqa).
     key_lengths: also draw per-item key lengths (check_attention's extension; not an SDPA argument).
     scales: also draw explicit scales (1, 1/2, 1/8; None, the default 1/√E, otherwise).
+    grads: also draw ``inputs.dout``, an upstream gradient of the output's shape (edge-biased values
+    of `dtype`), for check_attention_backward.
     """
     if np.dtype(dtype).name not in ("float64", "float32", "float16"):
         raise ValueError(f"dtype: expected float64, float32 or float16, got {dtype!r}")
@@ -283,5 +289,5 @@ def attention_inputs(dtype="float32", max_batch=2, max_heads=4, max_len=129, max
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
     recipe = Recipe(dtype=np.dtype(dtype).name, max_batch=max_batch, max_heads=max_heads, max_len=max_len,
                     max_dim=max_dim, mask_kinds=mask_kinds, alignments=alignments,
-                    gqa=gqa, key_lengths=key_lengths, scales=scales)
+                    gqa=gqa, key_lengths=key_lengths, scales=scales, grads=bool(grads))
     return from_recipe(recipe)

@@ -161,3 +161,57 @@ def test_declaring_flash_narrows_the_band_and_dout_is_read_in_the_outputs_format
         attncheck.check_attention_backward(dq, dk, dv, q, k, v, dout, algorithm="fa2")
     with pytest.raises(ValueError, match="dout: element 0 is not representable in fp32"):
         attncheck.check_attention_backward(dq, dk, dv, q, k, v, dout.astype(np.float64) + 1e-12)
+
+
+class _NoScaleInDq(torch.autograd.Function):
+    """The math path with a hand-written backward that forgets the scale in dQ."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        p = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+        ctx.save_for_backward(q, k, v, p)
+        return p @ v
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, p = ctx.saved_tensors
+        dp = dout @ v.transpose(-2, -1)
+        ds = p * (dp - (p * dp).sum(-1, keepdim=True))
+        return ds @ k, ds.transpose(-2, -1) @ q / math.sqrt(q.shape[-1]), p.transpose(-2, -1) @ dout
+
+
+def test_conformance_with_grads_adds_backward_families():
+    families = ["causal_top_left", "tile_boundaries"]
+    table = attncheck.conformance(lambda q, k, v, **kw: SDPA(q, k, v, **kw)[0], cases=15, array_type="torch",
+                                  grads=True, families=families)
+    assert list(table) == families + [f"{name}_backward" for name in families]
+    assert table.passed == list(table), str(table)
+    table = attncheck.conformance(lambda q, k, v: _NoScaleInDq.apply(q, k, v), cases=30, array_type="torch",
+                                  grads=True, families=["tile_boundaries"])
+    assert table["tile_boundaries"].status == "passed"  # the forward is right
+    assert table["tile_boundaries_backward"].status == "failed", str(table)
+    assert table["tile_boundaries_backward"].reason.startswith("dq: ")
+    with pytest.raises(ValueError, match="grads: the backward families need array_type='torch'"):
+        attncheck.conformance(private_sdpa, grads=True)
+
+
+def test_strategies_draw_dout_with_grads():
+    from hypothesis import given, settings
+
+    from attncheck.strategies import attention_inputs
+
+    @settings(max_examples=20, deadline=None)
+    @given(attention_inputs(grads=True, max_len=9))
+    def check(inputs):
+        B, Hq, L, _ = inputs.query.shape
+        assert inputs.dout.shape == (B, Hq, L, inputs.value.shape[-1])
+        assert inputs.dout.dtype == inputs.query.dtype
+
+    check()
+
+    @settings(max_examples=5, deadline=None)
+    @given(attention_inputs(max_len=4))
+    def without(inputs):
+        assert inputs.dout is None
+
+    without()
