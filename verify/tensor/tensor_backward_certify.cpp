@@ -344,6 +344,37 @@ void cheap_checks(std::span<const double> grad, std::size_t first, std::size_t w
   }
 }
 
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define ATTN_BACKWARD_CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
+#endif
+#endif
+#ifndef ATTN_BACKWARD_CLONES
+#define ATTN_BACKWARD_CLONES
+#endif
+
+// Σ_c x_tc y_jc and Σ_c |x_tc y_jc| for the m rows t of X (`ldx` apart) and the n rows j of Y (`ldy`
+// apart), into sums[t·n + j]: each row of Y read once for the block's m rows of X (which stay in L1),
+// SIMD across c (the lanes reassociate the sums: ProductSumBound covers any order).
+ATTN_BACKWARD_CLONES void block_dots(const double* __restrict X, std::size_t ldx, std::size_t m,
+                                     const double* __restrict Y, std::size_t ldy, std::size_t n, std::size_t length,
+                                     double* __restrict sums, double* __restrict abs_sums) {
+  for (std::size_t j = 0; j < n; ++j) {
+    const double* y = Y + j * ldy;
+    for (std::size_t t = 0; t < m; ++t) {
+      const double* x = X + t * ldx;
+      double sum = 0, abs = 0;
+#pragma omp simd reduction(+ : sum, abs)
+      for (std::size_t c = 0; c < length; ++c) {
+        const double term = x[c] * y[c];
+        sum += term;
+        abs += std::fabs(term);
+      }
+      sums[t * n + j] = sum, abs_sums[t * n + j] = abs;
+    }
+  }
+}
+
 class Backward {
  public:
   Backward(const TensorProblem& p, std::span<const double> dout, const CertifyOptions& options,
@@ -370,7 +401,8 @@ class Backward {
   // exp_enclosure at the upper end of its argument and e^{-w} >= 1 - w for the argument's width w),
   // and Steps B1-B4 with row-wide maxima. False when doubles cannot hold the row (the caller uses the
   // full enclosure).
-  bool lean_row(std::size_t row, RowStats& stats) const {
+  bool lean_row(std::size_t row, RowStats& stats, const double* dot_sum, const double* dot_abs, const double* dp_sum,
+                const double* dp_abs) const {
     const RowIndex r = row_index(p_, row);
     const std::size_t g = kv_head_of(p_, r.h);
     const double* q = p_.query.data() + tensor_index(p_, p_.q_heads, p_.L, p_.E, r.b, r.h, r.i, 0);
@@ -379,24 +411,29 @@ class Backward {
     const ProductSumBound e_bound(p_.E), ev_bound(p_.Ev);
     thread_local std::vector<Interval> scores, dps;
     thread_local std::vector<double> abs_dp;
-    scores.clear(), dps.clear(), abs_dp.clear();
+    thread_local std::vector<std::size_t> keys;
+    scores.clear(), dps.clear(), abs_dp.clear(), keys.clear();
     double top = -kInf, dot_max = 0, bias_max = 0, sides_max = 0;
     for (std::size_t c = 0; c < p_.E; ++c) stats.abs_query += std::fabs(q[c]);
     stats.abs_query = up_bound(stats.abs_query * kSafety);
-    for (std::size_t j = 0; j < p_.S; ++j) {
-      if (!takes_part(p_, r.b, r.h, r.i, j)) continue;
-      const DotEnclosure dot = dot_enclosure(q, key_row(r.b, g, j), p_.E, e_bound);
+    for (std::size_t j = 0; j < p_.S; ++j)
+      if (takes_part(p_, r.b, r.h, r.i, j)) keys.push_back(j);
+    for (const std::size_t j : keys) {
+      const double dot_error = e_bound.error(dot_abs[j]), dp_error_ = ev_bound.error(dp_abs[j]);
+      const Interval dot{next_down(dot_sum[j] - dot_error), next_up(dot_sum[j] + dot_error)};
       const double bias = additive_bias(p_, r.b, r.h, r.i, j);
-      const Interval score = add(multiply(sigma_, dot.value), {bias, bias});
+      const Interval score = add(multiply(sigma_, dot), {bias, bias});
       if (!std::isfinite(score.lo) || !std::isfinite(score.hi)) return false;
-      const DotEnclosure dp = dot_enclosure(d_out, value_row(r.b, g, j), p_.Ev, ev_bound);
-      scores.push_back(score), dps.push_back(dp.value), abs_dp.push_back(dp.abs_upper);
+      scores.push_back(score);
+      dps.push_back({next_down(dp_sum[j] - dp_error_), next_up(dp_sum[j] + dp_error_)});
+      abs_dp.push_back(ev_bound.abs_upper(dp_abs[j]));
       top = std::max(top, score.hi);
-      dot_max = std::max(dot_max, dot.abs_upper), bias_max = std::max(bias_max, std::fabs(bias));
+      dot_max = std::max(dot_max, e_bound.abs_upper(dot_abs[j])), bias_max = std::max(bias_max, std::fabs(bias));
       if (units_.q_storage) sides_max = std::max(sides_max, key_abs(r.b, g, j) + stats.abs_query);
     }
     const std::size_t n = scores.size();
     if (n == 0) return true;  // no keys: nothing to feed
+    (void)q;
     thread_local std::vector<Interval> e;
     e.resize(n);
     double sum_lo = 0, sum_hi = 0;
@@ -449,14 +486,44 @@ class Backward {
     return up_bound(std::sqrt(sum) * kSafety);
   }
 
+  static constexpr std::size_t kBlockRows = 8;
+
+  // Phase A's lean pass over rows [first, first + m) of one head (b, h): the block's q·k_j and dO·v_j
+  // for every key at once (block_dots: K and V read once per block), then lean_row for each row not
+  // in `skip`. Returns the rows the lean pass could not hold (for the full one).
+  std::vector<std::size_t> lean_block(std::size_t first, std::size_t m, const std::vector<char>& skip,
+                                      std::vector<RowStats>& stats) const {
+    const RowIndex r = row_index(p_, first);
+    const std::size_t g = kv_head_of(p_, r.h);
+    const auto stride = [&](const double* row0, const double* row1, std::size_t width, std::size_t count) {
+      return count > 1 ? static_cast<std::size_t>(row1 - row0) : width;
+    };
+    const double* q0 = p_.query.data() + tensor_index(p_, p_.q_heads, p_.L, p_.E, r.b, r.h, r.i, 0);
+    const double* o0 = dout_.data() + output_index(p_, first, 0);
+    const std::size_t ldq = stride(q0, p_.query.data() + (m > 1 ? tensor_index(p_, p_.q_heads, p_.L, p_.E, r.b, r.h, r.i + 1, 0) : 0), p_.E, m);
+    const std::size_t ldo = stride(o0, dout_.data() + (m > 1 ? output_index(p_, first + 1, 0) : 0), p_.Ev, m);
+    const double* k0 = key_row(r.b, g, 0);
+    const double* v0 = value_row(r.b, g, 0);
+    const std::size_t ldk = stride(k0, p_.S > 1 ? key_row(r.b, g, 1) : k0, p_.E, p_.S);
+    const std::size_t ldv = stride(v0, p_.S > 1 ? value_row(r.b, g, 1) : v0, p_.Ev, p_.S);
+    thread_local std::vector<double> dot_sum, dot_abs, dp_sum, dp_abs;
+    for (auto* v : {&dot_sum, &dot_abs, &dp_sum, &dp_abs}) v->resize(m * p_.S);
+    block_dots(q0, ldq, m, k0, ldk, p_.S, p_.E, dot_sum.data(), dot_abs.data());
+    block_dots(o0, ldo, m, v0, ldv, p_.S, p_.Ev, dp_sum.data(), dp_abs.data());
+    std::vector<std::size_t> failed;
+    for (std::size_t t = 0; t < m; ++t) {
+      const std::size_t row = first + t, at = t * p_.S;
+      if (skip[row]) continue;
+      if (!lean_row(row, stats[row], dot_sum.data() + at, dot_abs.data() + at, dp_sum.data() + at, dp_abs.data() + at)) {
+        stats[row] = RowStats{};
+        failed.push_back(row);
+      }
+    }
+    return failed;
+  }
+
   // Phase A: one query row's statistics, and its dQ when `certify`.
   void row(std::size_t row, bool certify, RowStats& stats, std::optional<CertifiedRow>& dq) const {
-    if (!certify && !inputs_.out.empty() && !inputs_.lse.empty() && std::isfinite(inputs_.lse[row])) {
-      bool finite = true;
-      for (std::size_t c = 0; c < p_.Ev; ++c) finite = finite && std::isfinite(inputs_.out[output_index(p_, row, c)]);
-      if (finite && lean_row(row, stats)) return;
-      stats = RowStats{};
-    }
     const RowIndex r = row_index(p_, row);
     std::optional<RowEnclosure> fast = enclose_row_fast(p_, row);
     const RowEnclosure e = fast ? std::move(*fast) : enclose_row(p_, row, 64);
@@ -723,11 +790,33 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
   std::vector<RowOutcome> q_outcomes(rows), k_outcomes(keys), v_outcomes(keys);
   std::vector<RowStats> stats(rows);
   std::vector<std::optional<CertifiedRow>> q_rows(rows);
+  // The lean pass (blocks of rows) for the rows that only feed key rows, when the kernel's forward is
+  // given and every stored value is finite; the full pass for the certified dQ rows and the rest.
+  std::vector<char> lean(rows, 0);
+  bool forward_given = !inputs.out.empty() && !inputs.lse.empty();
+  for (std::size_t n = 0; forward_given && n < inputs.out.size(); ++n) forward_given = std::isfinite(inputs.out[n]);
+  for (std::size_t row = 0; forward_given && row < rows; ++row)
+    forward_given = std::isfinite(inputs.lse[row]) || !row_has_keys(p, row);
+  if (forward_given) {
+    std::vector<std::size_t> blocks;  // first rows of the blocks of every head of a needed group
+    for (std::size_t bh = 0; bh < p.batch * p.q_heads; ++bh) {
+      if (!group_needed[bh / p.q_heads * p.kv_heads + kv_head_of(p, bh % p.q_heads)]) continue;
+      for (std::size_t i = 0; i < p.L; i += Backward::kBlockRows) blocks.push_back(bh * p.L + i);
+      for (std::size_t i = 0; i < p.L; ++i) lean[bh * p.L + i] = !certify_q[bh * p.L + i];
+    }
+    std::vector<std::vector<std::size_t>> failed(blocks.size());
+    parallel_for(blocks.size(), options.threads, [&](std::size_t n) {
+      const std::size_t first = blocks[n], m = std::min(Backward::kBlockRows, p.L - first % p.L);
+      failed[n] = backward.lean_block(first, m, certify_q, stats);
+    });
+    for (const auto& rows_failed : failed)
+      for (std::size_t row : rows_failed) lean[row] = 0;
+  }
   parallel_for(rows, options.threads, [&](std::size_t row) {
     const RowIndex r = row_index(p, row);
     const bool empty = !row_has_keys(p, row);
     cheap_checks(dq, q_first(row), p.E, {r.b, r.h, r.i}, empty, p.dtype, "masked row not zero", q_outcomes[row]);
-    if (needed[row] && !empty) backward.row(row, certify_q[row] != 0, stats[row], q_rows[row]);
+    if (needed[row] && !empty && !lean[row]) backward.row(row, certify_q[row] != 0, stats[row], q_rows[row]);
   });
   std::vector<CertifiedRow> k_rows(keys), v_rows(keys);
   parallel_for(keys, options.threads, [&](std::size_t key) {
