@@ -417,3 +417,39 @@ TEST(TensorBackwardCertify, BadArgumentsAreRefusedByName) {
 
 }  // namespace
 }  // namespace attn::verify
+
+namespace attn::verify {
+namespace {
+
+// Correct kernels at S = 256, 1024, 4096 (32 queries, E = Ev = 64, N(0,1) data, out and LSE given):
+// they pass, and their worst band usage per gradient is printed (the README's table). The bands are
+// worst-case (the certified tier; the gradients have no statistical tier yet), so usage falls as
+// S grows while the kernels' errors grow like √S.
+TEST(TensorBackwardCertify, CorrectKernelsAtRealSequenceLengths) {
+  for (std::size_t S : {256, 1024, 4096}) {
+    for (DType dtype : {DType::fp32, DType::bf16}) {
+      for (BackwardAlgorithm algorithm : {BackwardAlgorithm::flash, BackwardAlgorithm::math}) {
+        Shape s;
+        s.dtype = dtype, s.q_heads = 1, s.kv_heads = 1, s.L = 32, s.S = S, s.E = s.Ev = 64;
+        const Case c = make_case(s, S);
+        BackwardChoices choices;
+        choices.algorithm = algorithm;
+        choices.round_storage = storage_round(dtype);
+        const BackwardRun run = testing_support::backward_kernel<float>(c.problem, c.dout, choices);
+        const bool flash = algorithm == BackwardAlgorithm::flash;
+        const char* profile = dtype == DType::fp32 ? "fp32" : flash ? "bf16" : "bf16-math";
+        BackwardInputs inputs{run.out, run.lse};
+        const BackwardReport either = certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, options_for(profile), inputs);
+        inputs.algorithm = flash ? GradientAlgorithm::flash : GradientAlgorithm::math;
+        const BackwardReport own = certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, options_for(profile), inputs);
+        EXPECT_TRUE(either.passed && own.passed) << S << " " << profile << "\n" << own.summary();
+        std::printf("S %5zu %-5s %-9s usage dq/dk/dv %.3g/%.3g/%.3g (either), %.3g/%.3g/%.3g (declared)\n", S,
+                    flash ? "flash" : "math", profile, either.dq.max_band_usage, either.dk.max_band_usage,
+                    either.dv.max_band_usage, own.dq.max_band_usage, own.dk.max_band_usage, own.dv.max_band_usage);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attn::verify
