@@ -111,17 +111,7 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     for name, flag in (("single_pass", single_pass), ("ordered", ordered)):
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name}: expected a bool, got {type(flag).__name__}")
-    lse_values, lse_precision = None, None
-    if lse is not None:
-        lse_values, lse_dtype = as_exact_array(lse, "lse")
-        if lse_values.shape != out_values.shape[:-1]:
-            raise ValueError(f"lse: expected shape {tuple(out_values.shape[:-1])} (out's without its last axis), "
-                             f"got {tuple(lse_values.shape)}")
-        lse_precision = PRECISION_OF_DTYPE[lse_dtype]
-    if lse_base not in (None, 2):
-        raise ValueError(f"lse_base: expected None (natural log) or 2, got {lse_base!r}")
-    if masked_lse not in ("-inf", "+inf"):
-        raise ValueError(f"masked_lse: expected '-inf' or '+inf', got {masked_lse!r}")
+    lse_values, lse_precision = _lse_arguments(lse, out_values.shape, "out", lse_base, masked_lse)
     structure = {name: value for name, value in (("key_tile", key_tile), ("sum_chunk", sum_chunk),
                                                   ("single_pass", bool(single_pass) or None), ("splits", splits),
                                                   ("ordered", bool(ordered) or None))
@@ -156,6 +146,22 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
                                          tier=tier, alpha=float(alpha), structure=structure, notes=lse_notes)
         report.passed = report.passed and report.lse.passed
     return report
+
+
+def _lse_arguments(lse, out_shape, out_name, lse_base, masked_lse):
+    """(values, precision) of an LSE shaped as `out_name` without its last axis, or (None, None);
+    lse_base and masked_lse checked. ValueError/TypeError naming the argument at fault."""
+    if lse_base not in (None, 2):
+        raise ValueError(f"lse_base: expected None (natural log) or 2, got {lse_base!r}")
+    if masked_lse not in ("-inf", "+inf"):
+        raise ValueError(f"masked_lse: expected '-inf' or '+inf', got {masked_lse!r}")
+    if lse is None:
+        return None, None
+    values, dtype = as_exact_array(lse, "lse")
+    if values.shape != tuple(out_shape[:-1]):
+        raise ValueError(f"lse: expected shape {tuple(out_shape[:-1])} ({out_name}'s without its last axis), "
+                         f"got {tuple(values.shape)}")
+    return values, PRECISION_OF_DTYPE[dtype]
 
 
 class _SdpaCall:

@@ -87,7 +87,7 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
     tier: the statistical verdict is judged with the certified band. Raises TypeError/ValueError
     naming the argument at fault.
     """
-    from . import _dtype_notes, _sdpa_call  # the forward's argument checks
+    from . import _dtype_notes, _lse_arguments, _sdpa_call  # the forward's argument checks
 
     dout_values, dout_dtype = as_exact_array(dout, "dout")
     call = _sdpa_call(dout_values, "dout", query, key, value, attn_mask, is_causal, causal_alignment, scale,
@@ -109,21 +109,12 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
     seed = check_int(seed, "seed")
     if tier not in ("certified", "statistical"):
         raise ValueError(f"tier: expected 'certified' or 'statistical', got {tier!r}")
-    out_values = lse_values = lse_precision = None
+    out_values = None
     if out is not None:
         out_values, _ = as_exact_array(out, "out")
         if out_values.shape != dout_values.shape:
             raise ValueError(f"out: expected dout's shape {tuple(dout_values.shape)}, got {tuple(out_values.shape)}")
-    if lse is not None:
-        lse_values, lse_dtype = as_exact_array(lse, "lse")
-        if lse_values.shape != dout_values.shape[:-1]:
-            raise ValueError(f"lse: expected shape {tuple(dout_values.shape[:-1])} (dout's without its last axis), "
-                             f"got {tuple(lse_values.shape)}")
-        lse_precision = PRECISION_OF_DTYPE[lse_dtype]
-    if lse_base not in (None, 2):
-        raise ValueError(f"lse_base: expected None (natural log) or 2, got {lse_base!r}")
-    if masked_lse not in ("-inf", "+inf"):
-        raise ValueError(f"masked_lse: expected '-inf' or '+inf', got {masked_lse!r}")
+    lse_values, lse_precision = _lse_arguments(lse, dout_values.shape, "dout", lse_base, masked_lse)
     for name, flag in (("weights_in_storage", weights_in_storage), ("query_in_storage", query_in_storage)):
         if flag is not None and not isinstance(flag, bool):
             raise TypeError(f"{name}: expected a bool or None, got {type(flag).__name__}")
