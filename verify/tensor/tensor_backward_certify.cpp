@@ -64,12 +64,15 @@
 //   (M)  Σ_j π_ij |dP_ij| + Σ_j P̄_ij ε^P_ij + γ_{n_i+1} Σ_j P̄_ij (|dP_ij| + ε^P_ij) + 2 n_i λ, and with
 //        intermediates in storage Σ_j (u_s P̄_ij (|dP_ij| + ε^P_ij) + h_s) (PyTorch's CUDA softmax
 //        backward rounds dO·P, i.e. P dP, to storage before the sum).
-//   (Either algorithm: the larger; declared: its own.)
+//   (Either algorithm: the larger; declared: its own.) A row that only feeds key rows may take
+//   |dP_ij| <= A_ij <= ‖dO_i‖₁ max_c |v_jc| in (M) instead of computing dP (sums of magnitudes only:
+//   nothing squared to underflow or overflow).
 //   This is the term that does not average out: it enters every key of the row with one sign.
 // Step B5 (dS). With a_ij = dP_ij - D_i and ε^a = ε^P_ij + d_i (the error of dP̃ - D̃), the
 //   subtraction and the product rounding once each:
 //   |dS̃ - dS| <= ε^S_ij := π_ij |a| + P̄_ij ε^a + γ_2 P̄_ij (|a| + ε^a) + λ,
-//   with intermediates in storage the CUDA form fl(fl(P dP) - P D) adds u_s P̄_ij (|dP| + ε^P) + h_s;
+//   with intermediates in storage the CUDA form fl(fl(P dP) - fl(P D)) adds u_s P̄_ij (|dP| + ε^P) + h_s
+//   and u P̄_ij (|D_i| + d_i);
 //   rounded to storage (weights or scores in storage) + u_s (P_ij |a| + ε^S) + h_s; and
 //   |dS̃| <= μ_ij := P_ij |a| + ε^S.
 // Step B6 (dQ, dK). dQ_ic = σ Σ_j dS_ij k_jc over n terms (dK: over the rows that see key j). The
@@ -220,8 +223,8 @@ Ds ds_of(const Units& u, Interval P, const Weight& w, const DotEnclosure& dp, do
   const Interval a = subtract(dp.value, r.D);
   const double abs_a = magnitude(a), e_a = e_dp + r.d;
   double err = w.pi * abs_a + w.used * e_a + u.g2 * w.used * (abs_a + e_a) + u.lambda;
-  // PyTorch's CUDA softmax backward rounds dP·P to storage before subtracting P·D.
-  if (u.intermediates) err += u.u_s * w.used * (magnitude(dp.value) + e_dp) + u.h_s;
+  // PyTorch's CUDA softmax backward rounds dP·P to storage before subtracting P·D (rounded in compute).
+  if (u.intermediates) err += u.u_s * w.used * (magnitude(dp.value) + e_dp) + u.h_s + u.u * w.used * (magnitude(r.D) + r.d);
   if (u.ds_storage) err += u.u_s * (P.hi * abs_a + err) + u.h_s;
   return {multiply(P, a), err, P.hi * abs_a + err};
 }
@@ -302,7 +305,7 @@ void finish(const GradientSums& s, const Units& u, Interval sigma, const Finish&
 }
 
 // The key rows certified: all of them when rows is nullopt or covers them; else `rows` key rows of
-// kGroupsPerKeys-sized shares of the head groups (b, g), at least two groups (or all there are),
+// ⌈rows / min(S, kKeysPerGroup)⌉ head groups (b, g), at least two (or all there are),
 // the groups and then their keys drawn with `seed` (a partial Fisher-Yates shuffle with
 // mt19937_64, as sample_rows). A key row needs the statistics of every query row of its group, so
 // the groups drawn, not the keys, set the cost.
@@ -321,7 +324,8 @@ std::vector<char> key_sample(std::size_t groups, std::size_t S, std::optional<st
   if (!rows || *rows >= total) return std::vector<char>(total, 1);
   std::vector<char> chosen(total, 0);
   std::mt19937_64 random(seed);
-  const std::size_t wanted = std::max<std::size_t>(2, (*rows + kKeysPerGroup - 1) / kKeysPerGroup);
+  const std::size_t per_group = std::min(S, kKeysPerGroup);
+  const std::size_t wanted = std::max<std::size_t>(2, (*rows + per_group - 1) / per_group);
   std::vector<std::size_t> drawn = shuffled(groups, wanted, random);
   std::sort(drawn.begin(), drawn.end());
   const std::vector<std::size_t> keys = shuffled(drawn.size() * S, *rows, random);
@@ -388,12 +392,17 @@ class Backward {
     const double E = static_cast<double>(p.E);
     sigma_ = p.scale ? Interval{*p.scale, *p.scale} : Interval{next_down(1 / std::sqrt(E)), next_up(1 / std::sqrt(E))};
     if (!p.scale) sigma_ = {next_down(sigma_.lo), next_up(sigma_.hi)};  // sqrt and the division, each <= 1/2 ulp
-    // ‖v_j‖₂ rounded up: a Cauchy–Schwarz bound of Σ_c |dO_c v_jc| for Phase A's rows that feed only
-    // key rows when the kernel's forward is not given.
-    value_norms_.resize(p.batch * p.kv_heads * p.S);
+    // max_c |v_jc|: with ‖dO‖₁, a bound of Σ_c |dO_c v_jc| (no squares to underflow or overflow) for
+    // Phase A's rows that feed only key rows when the kernel's forward is not given.
+    value_max_.resize(p.batch * p.kv_heads * p.S);
     for (std::size_t b = 0; b < p.batch; ++b)
       for (std::size_t g = 0; g < p.kv_heads; ++g)
-        for (std::size_t j = 0; j < p.S; ++j) value_norms_[(b * p.kv_heads + g) * p.S + j] = norm_of(value_row(b, g, j), p.Ev);
+        for (std::size_t j = 0; j < p.S; ++j) {
+          const double* v = value_row(b, g, j);
+          double largest = 0;
+          for (std::size_t c = 0; c < p.Ev; ++c) largest = std::max(largest, std::fabs(v[c]));
+          value_max_[(b * p.kv_heads + g) * p.S + j] = largest;
+        }
   }
 
   // Phase A's lean pass for a row that only feeds key rows, when the kernel's out and LSE are given:
@@ -410,10 +419,11 @@ class Backward {
     const double* given_out = inputs_.out.data() + output_index(p_, row, 0);
     const ProductSumBound e_bound(p_.E), ev_bound(p_.Ev);
     thread_local std::vector<Interval> scores, dps;
-    thread_local std::vector<double> abs_dp;
+    thread_local std::vector<double> abs_dp, R, err;
     thread_local std::vector<std::size_t> keys;
-    scores.clear(), dps.clear(), abs_dp.clear(), keys.clear();
-    double top = -kInf, dot_max = 0, bias_max = 0, sides_max = 0;
+    scores.clear(), dps.clear(), abs_dp.clear(), keys.clear(), R.clear(), err.clear();
+    const ScoreErrorModel score_error(arithmetic_, p_.E, magnitude(sigma_), !p_.scale.has_value());
+    double top = -kInf;
     for (std::size_t c = 0; c < p_.E; ++c) stats.abs_query += std::fabs(q[c]);
     stats.abs_query = up_bound(stats.abs_query * kSafety);
     for (std::size_t j = 0; j < p_.S; ++j)
@@ -428,8 +438,10 @@ class Backward {
       dps.push_back({next_down(dp_sum[j] - dp_error_), next_up(dp_sum[j] + dp_error_)});
       abs_dp.push_back(ev_bound.abs_upper(dp_abs[j]));
       top = std::max(top, score.hi);
-      dot_max = std::max(dot_max, e_bound.abs_upper(dot_abs[j])), bias_max = std::max(bias_max, std::fabs(bias));
-      if (units_.q_storage) sides_max = std::max(sides_max, key_abs(r.b, g, j) + stats.abs_query);
+      const auto b = score_error(e_bound.abs_upper(dot_abs[j]), std::fabs(bias),
+                                 units_.q_storage ? key_abs(r.b, g, j) + stats.abs_query : 0.0);
+      R.push_back(b.R), err.push_back(b.e);
+      stats.P = std::max(stats.P, b.R + b.e);
     }
     const std::size_t n = scores.size();
     if (n == 0) return true;  // no keys: nothing to feed
@@ -458,16 +470,13 @@ class Backward {
     const double natural = inputs_.lse_format.base2 ? got * std::numbers::ln2 : got;
     stats.delta = up_bound(std::max(std::fabs(natural - stats.lse.lo), std::fabs(natural - stats.lse.hi)) +
                            std::fabs(natural) * 0x1p-50);
-    const ScoreErrorModel score_error(arithmetic_, p_.E, magnitude(sigma_), !p_.scale.has_value());
-    const auto b = score_error(dot_max, bias_max, sides_max);
-    stats.P = b.R + b.e;
-    stats.x_max = b.e + units_.g_piece * (b.R + b.e + stats.P) + units_.eta_prime;
+    for (std::size_t t = 0; t < n; ++t)
+      stats.x_max = std::max(stats.x_max, err[t] + units_.g_piece * (R[t] + err[t] + stats.P) + units_.eta_prime);
     const double g_n = gamma_bound(count + 1, units_.u);
     stats.log_norm = -std::log1p(-g_n);
-    const double expm1_theta = std::expm1(theta_of(units_, stats, b.R, b.e));
     double d_math = 2 * count * units_.lambda;
     for (std::size_t t = 0; t < n; ++t) {
-      const Weight w = weight_of(units_, next_up(e[t].hi / total.lo), expm1_theta);
+      const Weight w = weight_of(units_, next_up(e[t].hi / total.lo), std::expm1(theta_of(units_, stats, R[t], err[t])));
       const double A = abs_dp[t], e_p = dp_error(units_, p_.Ev, magnitude(dps[t]), A);
       d_math += d_math_term(units_, w, magnitude(dps[t]), e_p, g_n);
     }
@@ -479,12 +488,6 @@ class Backward {
     return true;
   }
 
-  // ‖x‖₂ rounded up.
-  static double norm_of(const double* x, std::size_t n) {
-    double sum = 0;
-    for (std::size_t c = 0; c < n; ++c) sum += x[c] * x[c];
-    return up_bound(std::sqrt(sum) * kSafety);
-  }
 
   static constexpr std::size_t kBlockRows = 8;
 
@@ -519,6 +522,8 @@ class Backward {
         failed.push_back(row);
       }
     }
+    if (m * p_.S > (std::size_t{1} << 20))  // a long row's buffers are not kept for later calls
+      for (auto* v : {&dot_sum, &dot_abs, &dp_sum, &dp_abs}) std::vector<double>().swap(*v);
     return failed;
   }
 
@@ -571,52 +576,40 @@ class Backward {
                              std::fabs(natural) * 0x1p-50);
     }
     // Per key: the score's error (B1), x_j (B2, M), dP (B3), and D's error (B4, M). A row that only
-    // feeds key rows takes row-wide maxima: e is monotone in A_j, |b_j| and the sides, so one bound
-    // serves every key, Θ_j <= Θ_max, and |dP_j| <= A_j <= ‖dO‖ ‖v_j‖ (Cauchy–Schwarz) spares the
-    // dP dot products; a certified dQ row has each key's own.
+    // feeds key rows spares the dP dot products: |dP_j| <= A_j <= ‖dO‖₁ max_c |v_jc|.
     const ScoreErrorModel score_error(arithmetic_, p_.E, magnitude(sigma_), !p_.scale.has_value());
     const double g_n = gamma_bound(static_cast<double>(n) + 1, units_.u);
     stats.log_norm = -std::log1p(-g_n);
     double d_math = 2 * static_cast<double>(n) * units_.lambda;
-    std::vector<double> R, err, e_dp;
+    std::vector<double> R(n), err(n), e_dp;
     std::vector<DotEnclosure> dp;
-    std::vector<Weight> w;
+    std::vector<Weight> w(n);
+    for (std::size_t t = 0; t < n; ++t) {
+      const std::size_t j = e.keys[t];
+      const double abs_sides = units_.q_storage ? key_abs(r.b, g, j) + stats.abs_query : 0.0;
+      const auto b = score_error(e.abs_dots[t], std::fabs(additive_bias(p_, r.b, r.h, r.i, j)), abs_sides);
+      R[t] = b.R, err[t] = b.e;
+      stats.P = std::max(stats.P, b.R + b.e);
+    }
+    for (std::size_t t = 0; t < n; ++t)
+      stats.x_max = std::max(stats.x_max, err[t] + units_.g_piece * (R[t] + err[t] + stats.P) + units_.eta_prime);
+    for (std::size_t t = 0; t < n; ++t)
+      w[t] = weight_of(units_, e.weights[t].hi, std::expm1(theta_of(units_, stats, R[t], err[t])));
     if (!certify) {
-      double dot_max = 0, bias_max = 0, sides_max = 0;
+      double l1 = 0;
+      for (std::size_t c = 0; c < p_.Ev; ++c) l1 += std::fabs(d_out[c]);
+      const double dout_l1 = up_bound(l1 * kSafety);
+      const double* v_max = value_max_.data() + (r.b * p_.kv_heads + g) * p_.S;
       for (std::size_t t = 0; t < n; ++t) {
-        dot_max = std::max(dot_max, e.abs_dots[t]);
-        bias_max = std::max(bias_max, std::fabs(additive_bias(p_, r.b, r.h, r.i, e.keys[t])));
-        if (units_.q_storage) sides_max = std::max(sides_max, key_abs(r.b, g, e.keys[t]) + stats.abs_query);
-      }
-      const auto b = score_error(dot_max, bias_max, sides_max);
-      stats.P = b.R + b.e;
-      stats.x_max = b.e + units_.g_piece * (b.R + b.e + stats.P) + units_.eta_prime;
-      const double expm1_theta = std::expm1(theta_of(units_, stats, b.R, b.e));
-      double norm = 0;
-      for (std::size_t c = 0; c < p_.Ev; ++c) norm += d_out[c] * d_out[c];
-      const double dout_norm = up_bound(std::sqrt(norm) * kSafety);
-      const double* norms = value_norms_.data() + (r.b * p_.kv_heads + g) * p_.S;
-      for (std::size_t t = 0; t < n; ++t) {
-        const Weight wt = weight_of(units_, e.weights[t].hi, expm1_theta);
-        const double A = dout_norm * norms[e.keys[t]], e_p = dp_error(units_, p_.Ev, A, A);
-        d_math += d_math_term(units_, wt, A, e_p, g_n);
+        const double A = up_bound(dout_l1 * v_max[e.keys[t]] * kSafety), e_p = dp_error(units_, p_.Ev, A, A);
+        d_math += d_math_term(units_, w[t], A, e_p, g_n);
       }
     } else {
-      R.resize(n), err.resize(n), e_dp.resize(n), dp.resize(n), w.resize(n);
+      e_dp.resize(n), dp.resize(n);
       const ProductSumBound dp_bound(p_.Ev);
       for (std::size_t t = 0; t < n; ++t) {
-        const std::size_t j = e.keys[t];
-        const double abs_sides = units_.q_storage ? key_abs(r.b, g, j) + stats.abs_query : 0.0;
-        const auto b = score_error(e.abs_dots[t], std::fabs(additive_bias(p_, r.b, r.h, r.i, j)), abs_sides);
-        R[t] = b.R, err[t] = b.e;
-        stats.P = std::max(stats.P, b.R + b.e);
-        dp[t] = dot_enclosure(d_out, value_row(r.b, g, j), p_.Ev, dp_bound);
+        dp[t] = dot_enclosure(d_out, value_row(r.b, g, e.keys[t]), p_.Ev, dp_bound);
         e_dp[t] = dp_error(units_, p_.Ev, dp[t]);
-      }
-      for (std::size_t t = 0; t < n; ++t)
-        stats.x_max = std::max(stats.x_max, err[t] + units_.g_piece * (R[t] + err[t] + stats.P) + units_.eta_prime);
-      for (std::size_t t = 0; t < n; ++t) {
-        w[t] = weight_of(units_, e.weights[t].hi, std::expm1(theta_of(units_, stats, R[t], err[t])));
         const double abs_dp = magnitude(dp[t].value);
         d_math += d_math_term(units_, w[t], abs_dp, e_dp[t], g_n);
       }
@@ -705,7 +698,7 @@ class Backward {
   Units units_;
   OutputFormat q_format_, kv_format_;
   Interval sigma_;
-  std::vector<double> value_norms_;
+  std::vector<double> value_max_;
 };
 
 // Judges a certified row (its enclosures possibly replaced by the MPFI ones).

@@ -348,6 +348,34 @@ TEST(TensorBackwardCertify, TheLeanPassAgreesWithTheFullOne) {
   EXPECT_FALSE(certify_backward(c.problem, c.dout, bad.dq, bad.dk, bad.dv, o, {bad.out, bad.lse}).dk.passed);
 }
 
+// Found in review: a row that only feeds key rows once bounded Σ_c |dO_c v_jc| through squares, which
+// underflow for a tiny dout (a correct fp64 kernel then failed dK at usage 2.1); and fewer key rows
+// were certified than asked when S < 128.
+TEST(TensorBackwardCertify, TinyUpstreamGradientsAndShortKeyRows) {
+  TensorProblem p;
+  p.L = 256, p.S = 4, p.E = 2, p.Ev = 4, p.dtype = DType::fp64;
+  for (std::size_t i = 0; i < p.L; ++i) p.query.insert(p.query.end(), {1.0, 0.0});
+  for (std::size_t j = 0; j < p.S; ++j) p.key.insert(p.key.end(), {static_cast<double>(j) / 4, 0.5});
+  for (std::size_t j = 0; j < p.S; ++j) p.value.insert(p.value.end(), {0.0, 1.0, 0x1p-54, -1.0});
+  const std::vector<double> dout(p.L * p.Ev, 0x1p-550);
+  BackwardChoices math;
+  math.algorithm = BackwardAlgorithm::math;
+  const BackwardRun run = testing_support::backward_kernel<double>(p, dout, math);
+  CertifyOptions o = options_for("fp64");
+  o.rows = 2;
+  BackwardInputs inputs;
+  inputs.algorithm = GradientAlgorithm::math;
+  const BackwardReport report = certify_backward(p, dout, run.dq, run.dk, run.dv, o, inputs);
+  EXPECT_TRUE(report.passed) << report.summary();
+  Shape s;
+  s.q_heads = s.kv_heads = 8, s.S = 16, s.L = 4;
+  const Case c = make_case(s, 5);
+  const BackwardRun short_rows = testing_support::backward_kernel<float>(c.problem, c.dout, {});
+  o = options_for("fp32");
+  o.rows = 40;
+  EXPECT_EQ(certify_backward(c.problem, c.dout, short_rows.dq, short_rows.dk, short_rows.dv, o).dk.rows_checked, 40u);
+}
+
 TEST(TensorBackwardCertify, SampledCertificationAndThreadsGiveTheSameVerdicts) {
   Shape s;
   s.batch = 2, s.q_heads = 4, s.kv_heads = 2, s.L = 20, s.S = 24, s.mask = TensorMask::additive;
