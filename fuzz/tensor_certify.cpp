@@ -6,8 +6,8 @@
 // fails both tiers (the statistical band is never wider) and names that element; the exact LSE
 // rounded to fp32 passes certify_lse and one row's moved by twice its band fails naming that row;
 // for a drawn dout, the exact gradients rounded once to their tensors' formats pass certify_backward
-// (with that forward given and without) and one dq element moved by twice its band fails naming it;
-// nothing crashes, nothing is NaN in a verdict.
+// (with that forward given and without, every declared algorithm, all rows and a sample) and one dq
+// element moved by twice its band fails naming it; nothing crashes, nothing is NaN in a verdict.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -144,9 +144,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (finite(dq) && finite(dk) && finite(dv)) {  // beyond the format's range: no kernel can hold them
     BackwardInputs forward;
     if (lse_finite) forward.out = exact, forward.lse = lse;
-    for (const BackwardInputs& given : {forward, BackwardInputs{}}) {
-      const BackwardReport backward = certify_backward(p, dout, dq, dk, dv, options, given);
-      require(backward.passed, "the exactly rounded gradients pass", backward.summary());
+    // Every algorithm's band, all rows and a sample (the lean and slim passes of the rows that only
+    // feed key rows, the key rows' groups drawn).
+    const GradientAlgorithm algorithm = bytes.flag() ? (bytes.flag() ? GradientAlgorithm::flash : GradientAlgorithm::math)
+                                                     : GradientAlgorithm::either;
+    CertifyOptions sampled = options;
+    sampled.rows = bytes.in_range(1, 3);
+    sampled.seed = bytes.in_range(0, 255);
+    for (BackwardInputs given : {forward, BackwardInputs{}}) {
+      given.algorithm = algorithm;
+      for (const CertifyOptions* o : {&options, &sampled}) {
+        const BackwardReport backward = certify_backward(p, dout, dq, dk, dv, *o, given);
+        require(backward.passed, "the exactly rounded gradients pass", backward.summary());
+      }
     }
     if (!with_keys.empty()) {  // one dq element moved by twice its band fails, naming it
       const std::size_t row = with_keys[bytes.in_range(0, with_keys.size() - 1)], c = bytes.in_range(0, p.E - 1);
