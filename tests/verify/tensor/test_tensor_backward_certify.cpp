@@ -133,6 +133,13 @@ double worst_usage(const BackwardReport& r) {
   return std::max({r.dq.max_band_usage, r.dk.max_band_usage, r.dv.max_band_usage});
 }
 
+// The kernel's forward as a backward reads it (out and LSE).
+BackwardInputs forward_of(const BackwardRun& run) {
+  BackwardInputs inputs;
+  inputs.out = run.out, inputs.lse = run.lse;
+  return inputs;
+}
+
 BackwardReport certify(const Case& c, const BackwardRun& run, const char* profile, bool with_forward = true) {
   BackwardInputs inputs;
   if (with_forward) inputs.out = run.out, inputs.lse = run.lse;
@@ -259,7 +266,7 @@ TEST(TensorBackwardCertify, ReviewedKernelsPassAtTheirProfiles) {
     const char* profile;
     bool query_in_storage = false;
     double dout_scale = 1;
-    std::optional<DType> kv_dtype;
+    std::optional<DType> kv_dtype = std::nullopt;
   };
   std::vector<Variant> variants;
   for (DType half : {DType::bf16, DType::fp16}) {
@@ -295,7 +302,7 @@ TEST(TensorBackwardCertify, ReviewedKernelsPassAtTheirProfiles) {
       const BackwardRun run = testing_support::backward_kernel<float>(c.problem, c.dout, variant.choices);
       CertifyOptions o = options_for(variant.profile);
       o.arithmetic.query_in_storage = variant.query_in_storage;
-      const BackwardReport report = certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, o, {run.out, run.lse});
+      const BackwardReport report = certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, o, forward_of(run));
       EXPECT_TRUE(report.passed) << variant.name << " seed " << seed << "\n" << report.summary();
       worst = std::max(worst, worst_usage(report));
     }
@@ -312,7 +319,7 @@ TEST(TensorBackwardCertify, DeclaredAlgorithmsNarrowTheBand) {
     BackwardChoices choices;
     choices.algorithm = algorithm;
     const BackwardRun run = testing_support::backward_kernel<float>(c.problem, c.dout, choices);
-    BackwardInputs inputs{run.out, run.lse};
+    BackwardInputs inputs = forward_of(run);
     const BackwardReport either = certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, options_for("fp32"), inputs);
     inputs.algorithm = algorithm == BackwardAlgorithm::flash ? GradientAlgorithm::flash : GradientAlgorithm::math;
     const BackwardReport own = certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, options_for("fp32"), inputs);
@@ -340,12 +347,12 @@ TEST(TensorBackwardCertify, TheLeanPassAgreesWithTheFullOne) {
   const BackwardRun bad = testing_support::backward_kernel<float>(c.problem, c.dout, bug);
   CertifyOptions o = options_for("fp32");
   o.rows = 12;
-  const BackwardReport lean = certify_backward(c.problem, c.dout, good.dq, good.dk, good.dv, o, {good.out, good.lse});
+  const BackwardReport lean = certify_backward(c.problem, c.dout, good.dq, good.dk, good.dv, o, forward_of(good));
   const BackwardReport full = certify_backward(c.problem, c.dout, good.dq, good.dk, good.dv, o);
   EXPECT_TRUE(lean.passed && full.passed) << lean.summary();
   EXPECT_EQ(lean.dk.rows_checked, 12u);
   EXPECT_GT(lean.dk.max_band_usage, 0);
-  EXPECT_FALSE(certify_backward(c.problem, c.dout, bad.dq, bad.dk, bad.dv, o, {bad.out, bad.lse}).dk.passed);
+  EXPECT_FALSE(certify_backward(c.problem, c.dout, bad.dq, bad.dk, bad.dv, o, forward_of(bad)).dk.passed);
 }
 
 // Found in review: a row that only feeds key rows once bounded Σ_c |dO_c v_jc| through squares, which
@@ -466,7 +473,7 @@ TEST(TensorBackwardCertify, CorrectKernelsAtRealSequenceLengths) {
         const BackwardRun run = testing_support::backward_kernel<float>(c.problem, c.dout, choices);
         const bool flash = algorithm == BackwardAlgorithm::flash;
         const char* profile = dtype == DType::fp32 ? "fp32" : flash ? "bf16" : "bf16-math";
-        BackwardInputs inputs{run.out, run.lse};
+        BackwardInputs inputs = forward_of(run);
         const BackwardReport either = certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, options_for(profile), inputs);
         inputs.algorithm = flash ? GradientAlgorithm::flash : GradientAlgorithm::math;
         const BackwardReport own = certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, options_for(profile), inputs);
