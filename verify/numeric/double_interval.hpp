@@ -117,6 +117,14 @@ struct DotEnclosure {
 /// 0 gives [1, 1]. Throws ContractError for NaN.
 [[nodiscard]] Interval exp_enclosure(double x);
 
+/// The exact Σ of n non-negative terms from the round-to-nearest sums of their lower and upper ends
+/// (any order: each within γ_{n-1} relative of the exact one), so Σ lies in
+/// [lo_sum (1 - γ_n), hi_sum (1 + 2γ_n)] (1/(1 - γ) <= 1 + 2γ for γ <= 1/2), rounded outwards.
+[[nodiscard]] inline Interval nonnegative_sum(double lo_sum, double hi_sum, std::size_t n) {
+  const double count = static_cast<double>(n);
+  return {next_down(lo_sum * next_down(1 - gamma_of(count))), next_up(hi_sum * next_up(1 + 2 * gamma_of(count)))};
+}
+
 /// log x for every x in [a.lo, a.hi], a.lo > 0, rounded outwards (MPFR's correctly rounded log of
 /// each end, directed).
 [[nodiscard]] Interval log_enclosure(Interval a);

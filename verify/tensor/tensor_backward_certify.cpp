@@ -127,7 +127,8 @@ double magnitude(Interval a) { return std::max(std::fabs(a.lo), std::fabs(a.hi))
 struct Units {
   double u = 0, lambda = 0, u_s = 0, h_s = 0, eta_prime = 0, g_piece = 0, c_sigma = 1, c_v = 0;
   double g2 = 0, g_dp = 0, g_d = 0;
-  bool p_storage = false, ds_storage = false, intermediates = false, q_storage = false;
+  bool p_storage = false;  // P, and dS alike, rounded to storage before their products (weights or scores in storage)
+  bool intermediates = false, q_storage = false;
   double side_scale = 1;  // max(1, σ, √σ): the factor on a pre-scaled side's subnormal roundings
   bool flash = true, math = true;  // the algorithms the band covers (GradientAlgorithm)
 };
@@ -156,7 +157,6 @@ Units units_of(const TensorProblem& p, const Arithmetic& a, GradientAlgorithm al
   u.g_dp = gamma_bound(static_cast<double>(p.Ev) + u.c_v, u.u);
   u.g_d = gamma_bound(static_cast<double>(p.Ev) + u.c_v + 1, u.u);
   u.p_storage = a.weights_in_storage || a.scores_in_storage;
-  u.ds_storage = a.weights_in_storage || a.scores_in_storage;
   u.intermediates = a.scores_in_storage;
   u.q_storage = a.query_in_storage;
   const double sigma = p.scale ? std::fabs(*p.scale) : 1 / std::sqrt(static_cast<double>(p.E));
@@ -225,7 +225,7 @@ Ds ds_of(const Units& u, Interval P, const Weight& w, const DotEnclosure& dp, do
   double err = w.pi * abs_a + w.used * e_a + u.g2 * w.used * (abs_a + e_a) + u.lambda;
   // PyTorch's CUDA softmax backward rounds dP·P to storage before subtracting P·D (rounded in compute).
   if (u.intermediates) err += u.u_s * w.used * (magnitude(dp.value) + e_dp) + u.h_s + u.u * w.used * (magnitude(r.D) + r.d);
-  if (u.ds_storage) err += u.u_s * (P.hi * abs_a + err) + u.h_s;
+  if (u.p_storage) err += u.u_s * (P.hi * abs_a + err) + u.h_s;
   return {multiply(P, a), err, P.hi * abs_a + err};
 }
 
@@ -445,7 +445,6 @@ class Backward {
     }
     const std::size_t n = scores.size();
     if (n == 0) return true;  // no keys: nothing to feed
-    (void)q;
     thread_local std::vector<Interval> e;
     e.resize(n);
     double sum_lo = 0, sum_hi = 0;
@@ -458,20 +457,15 @@ class Backward {
       numerator = add(numerator, multiply(e[t], dps[t]));
     }
     const double count = static_cast<double>(n);
-    const Interval total{next_down(sum_lo * next_down(1 - gamma_of(count))),
-                         next_up(sum_hi * next_up(1 + 2 * gamma_of(count)))};
+    const Interval total = nonnegative_sum(sum_lo, sum_hi, n);
     if (!(total.lo > 0) || !std::isfinite(total.hi) || !std::isfinite(numerator.lo) || !std::isfinite(numerator.hi))
       return false;
     stats.has_keys = true;
     stats.lse = add({top, top}, log_enclosure(total));
     stats.abs_lse = magnitude(stats.lse);
     stats.D = divide_by_positive(numerator, total);
-    const double got = inputs_.lse[row];
-    const double natural = inputs_.lse_format.base2 ? got * std::numbers::ln2 : got;
-    stats.delta = up_bound(std::max(std::fabs(natural - stats.lse.lo), std::fabs(natural - stats.lse.hi)) +
-                           std::fabs(natural) * 0x1p-50);
-    for (std::size_t t = 0; t < n; ++t)
-      stats.x_max = std::max(stats.x_max, err[t] + units_.g_piece * (R[t] + err[t] + stats.P) + units_.eta_prime);
+    stats.delta = measured_lse_error(row, stats.lse);
+    for (std::size_t t = 0; t < n; ++t) stats.x_max = std::max(stats.x_max, x_of(R[t], err[t], stats.P));
     const double g_n = gamma_bound(count + 1, units_.u);
     stats.log_norm = -std::log1p(-g_n);
     double d_math = 2 * count * units_.lambda;
@@ -480,11 +474,7 @@ class Backward {
       const double A = abs_dp[t], e_p = dp_error(units_, p_.Ev, magnitude(dps[t]), A);
       d_math += d_math_term(units_, w, magnitude(dps[t]), e_p, g_n);
     }
-    const DotEnclosure stored = dot_enclosure(d_out, given_out, p_.Ev, ev_bound);
-    const double d_fa = 2 * static_cast<double>(p_.Ev) * units_.lambda + magnitude(subtract(stored.value, stats.D)) +
-                        units_.g_d * stored.abs_upper;
-    stats.d = std::max(units_.math ? d_math : 0.0, units_.flash ? d_fa : 0.0) * kSafety;
-    if (!std::isfinite(stats.d)) stats.d = kInf;
+    stats.d = d_of(d_math, stored_d_error(d_out, given_out, stats.D));
     return true;
   }
 
@@ -570,10 +560,7 @@ class Backward {
     if (!given_lse) {
       stats.delta = lse_band;
     } else {
-      const double got = inputs_.lse[row];
-      const double natural = inputs_.lse_format.base2 ? got * std::numbers::ln2 : got;
-      stats.delta = up_bound(std::max(std::fabs(natural - e.lse.lo), std::fabs(natural - e.lse.hi)) +
-                             std::fabs(natural) * 0x1p-50);
+      stats.delta = measured_lse_error(row, e.lse);
     }
     // Per key: the score's error (B1), x_j (B2, M), dP (B3), and D's error (B4, M). A row that only
     // feeds key rows spares the dP dot products: |dP_j| <= A_j <= ‖dO‖₁ max_c |v_jc|.
@@ -591,8 +578,7 @@ class Backward {
       R[t] = b.R, err[t] = b.e;
       stats.P = std::max(stats.P, b.R + b.e);
     }
-    for (std::size_t t = 0; t < n; ++t)
-      stats.x_max = std::max(stats.x_max, err[t] + units_.g_piece * (R[t] + err[t] + stats.P) + units_.eta_prime);
+    for (std::size_t t = 0; t < n; ++t) stats.x_max = std::max(stats.x_max, x_of(R[t], err[t], stats.P));
     for (std::size_t t = 0; t < n; ++t)
       w[t] = weight_of(units_, e.weights[t].hi, std::expm1(theta_of(units_, stats, R[t], err[t])));
     if (!certify) {
@@ -614,17 +600,16 @@ class Backward {
         d_math += d_math_term(units_, w[t], abs_dp, e_dp[t], g_n);
       }
     }
-    double d_fa = 2 * static_cast<double>(p_.Ev) * units_.lambda;
+    double d_fa = 0;
     if (given_out) {
-      const DotEnclosure given = dot_enclosure(d_out, given_out, p_.Ev, ev_bound);
-      d_fa += magnitude(subtract(given.value, stats.D)) + units_.g_d * given.abs_upper;
+      d_fa = stored_d_error(d_out, given_out, stats.D);
     } else {
+      d_fa = 2 * static_cast<double>(p_.Ev) * units_.lambda;
       for (std::size_t c = 0; c < p_.Ev; ++c)
         d_fa += std::fabs(d_out[c]) * out_band[c] * (1 + units_.g_d) +
                 units_.g_d * std::fabs(d_out[c]) * magnitude(e.out[c]);
     }
-    stats.d = std::max(units_.math ? d_math : 0.0, units_.flash ? d_fa : 0.0) * kSafety;
-    if (!std::isfinite(stats.d)) stats.d = kInf;
+    stats.d = d_of(d_math, d_fa);
     if (!certify) return;
     // Step B5 and B6: dQ_i = σ Σ_j dS_ij k_j.
     GradientSums sums(p_.E);
@@ -675,6 +660,30 @@ class Backward {
     finish(k_sums, units_, sigma_, {.scaled = true, .q_storage = units_.q_storage, .group = heads, .format = kv_format_},
            dk);
     finish(v_sums, units_, sigma_, {.scaled = false, .group = heads, .format = kv_format_}, dv);
+  }
+
+  // Step B2 (M): x_j of a key from its score's R_j and e_j and the row's P.
+  double x_of(double R, double e, double P) const { return e + units_.g_piece * (R + e + P) + units_.eta_prime; }
+
+  // Step B2 (FA): Δ_i >= |ℓ̂_i - ℓ_i| from the kernel's LSE of the row (in natural units; ln 2's
+  // rounding covered) and the exact one's enclosure.
+  double measured_lse_error(std::size_t row, Interval lse) const {
+    const double got = inputs_.lse[row];
+    const double natural = inputs_.lse_format.base2 ? got * std::numbers::ln2 : got;
+    return up_bound(std::max(std::fabs(natural - lse.lo), std::fabs(natural - lse.hi)) + std::fabs(natural) * 0x1p-50);
+  }
+
+  // Step B4 (FA) with the kernel's stored output Ô: |dO · Ô - D| + γ Σ |dO_c Ô_c| + flushes.
+  double stored_d_error(const double* d_out, const double* given_out, Interval D) const {
+    const DotEnclosure stored = dot_enclosure(d_out, given_out, p_.Ev, ProductSumBound(p_.Ev));
+    return 2 * static_cast<double>(p_.Ev) * units_.lambda + magnitude(subtract(stored.value, D)) +
+           units_.g_d * stored.abs_upper;
+  }
+
+  // Step B4: d_i, the algorithms' bounds combined (the larger, or the declared one's).
+  double d_of(double d_math, double d_fa) const {
+    const double d = std::max(units_.math ? d_math : 0.0, units_.flash ? d_fa : 0.0) * kSafety;
+    return std::isfinite(d) ? d : kInf;
   }
 
   const double* key_row(std::size_t b, std::size_t g, std::size_t j) const {

@@ -89,9 +89,7 @@ bool softmax_outputs(const std::vector<const double*>& values, std::size_t width
       loose = next_up(loose + e[t].hi);
     }
   }
-  const double count = static_cast<double>(n);  // Step 4
-  const Interval total{next_down(sum_lo * next_down(1 - gamma_of(count))),
-                       next_up(sum_hi * next_up(1 + 2 * gamma_of(count)))};
+  const Interval total = nonnegative_sum(sum_lo, sum_hi, n);  // Step 4
   if (!(total.lo > 0) || !std::isfinite(total.hi)) return false;
   out.lse = add({top, top}, log_enclosure(total));  // log Σ e^{s_j} = top + log Σ e^{s_j - top}
   if (!finite(out.lse)) return false;
