@@ -5,9 +5,10 @@
 // both tiers; the same output moved by twice the certified band at one element of a row with keys
 // fails both tiers (the statistical band is never wider) and names that element; the exact LSE
 // rounded to fp32 passes certify_lse and one row's moved by twice its band fails naming that row;
-// for a drawn dout, the exact gradients rounded once to their tensors' formats pass certify_backward
-// (with that forward given and without, every declared algorithm, all rows and a sample) and one dq
-// element moved by twice its band fails naming it; nothing crashes, nothing is NaN in a verdict.
+// for a drawn dout, the exact gradients rounded once to their tensors' formats (an additive mask's
+// too) pass certify_backward (with that forward given and without, every declared algorithm, all
+// rows and a sample) and one dq element moved by twice its band fails naming it; nothing crashes,
+// nothing is NaN in a verdict.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -137,11 +138,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return out;
   };
   const std::vector<double> dq = rounded(exact_grads.dq, p.dtype), dk = rounded(exact_grads.dk, kv_format(p)),
-                            dv = rounded(exact_grads.dv, kv_format(p));
+                            dv = rounded(exact_grads.dv, kv_format(p)), dmask = rounded(exact_grads.dmask, p.dtype);
   const auto finite = [](const std::vector<double>& v) {
     return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
   };
-  if (finite(dq) && finite(dk) && finite(dv)) {  // beyond the format's range: no kernel can hold them
+  if (finite(dq) && finite(dk) && finite(dv) && finite(dmask)) {  // beyond the format's range: no kernel can hold them
     BackwardInputs forward;
     if (lse_finite) forward.out = exact, forward.lse = lse;
     // Every algorithm's band, all rows and a sample (the lean and slim passes of the rows that only
@@ -154,7 +155,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (BackwardInputs given : {forward, BackwardInputs{}}) {
       given.algorithm = algorithm;
       for (const CertifyOptions* o : {&options, &sampled}) {
-        const BackwardReport backward = certify_backward(p, dout, dq, dk, dv, *o, given);
+        const BackwardReport backward = certify_backward(p, dout, dq, dk, dv, *o, given, dmask);
         require(backward.passed, "the exactly rounded gradients pass", backward.summary());
       }
     }

@@ -266,7 +266,7 @@ py::dict certify_backward(const Array& dq, const Array& dk, const Array& dv, con
                           std::optional<std::size_t> rows, std::uint64_t seed, const std::string& tier, double alpha,
                           std::size_t max_failures, const std::optional<Array>& out, const std::optional<Array>& lse,
                           std::optional<std::string> lse_precision, bool lse_base2, bool lse_masked_plus_inf,
-                          const std::string& algorithm) {
+                          const std::string& algorithm, const std::optional<Array>& dmask) {
   const attn::verify::CertifyOptions options =
       options_of(precision, exp_ulps, weights_in_storage, query_in_storage, rows, seed, tier, alpha, max_failures);
   std::optional<attn::verify::DType> kv_dtype;
@@ -307,16 +307,27 @@ py::dict certify_backward(const Array& dq, const Array& dk, const Array& dv, con
                      : algorithm == "math" ? attn::verify::GradientAlgorithm::math
                                            : attn::verify::GradientAlgorithm::either;
   if (auto ok = attn::verify::validate_backward(problem, upstream, inputs); !ok) throw py::value_error(ok.error().message);
+  std::vector<double> dmask_values;
+  if (dmask) {
+    require(problem.mask_kind == TensorMask::additive, "dmask: given but attn_mask is not a float (additive) mask");
+    require(dmask->ndim() == static_cast<py::ssize_t>(problem.mask_shape.size()), "dmask: shape must be attn_mask's");
+    for (py::ssize_t k = 0; k < dmask->ndim(); ++k)
+      require(static_cast<std::size_t>(dmask->shape(k)) == problem.mask_shape[static_cast<std::size_t>(k)],
+              "dmask: shape must be attn_mask's");
+    dmask_values = values_of(*dmask);
+  }
   attn::verify::BackwardReport report;
   {
     const py::gil_scoped_release release;
-    report = attn::verify::certify_backward(problem, upstream, dq_values, dk_values, dv_values, options, inputs);
+    report = attn::verify::certify_backward(problem, upstream, dq_values, dk_values, dv_values, options, inputs,
+                                            dmask_values);
   }
   py::dict result;
   result["passed"] = report.passed;
   result["dq"] = report_dict(report.dq);
   result["dk"] = report_dict(report.dk);
   result["dv"] = report_dict(report.dv);
+  if (report.dmask) result["dmask"] = report_dict(*report.dmask);
   if (report.out) result["out"] = report_dict(*report.out);
   if (report.lse) result["lse"] = report_dict(*report.lse);
   result["summary"] = report.summary();
@@ -346,9 +357,9 @@ PYBIND11_MODULE(_attncheck, m) {
         py::arg("rows") = py::none(), py::arg("seed") = 0, py::arg("tier") = "certified", py::arg("alpha") = 1e-9,
         py::arg("max_failures") = 100, py::arg("out") = py::none(), py::arg("lse") = py::none(),
         py::arg("lse_precision") = py::none(), py::arg("lse_base2") = false, py::arg("lse_masked_plus_inf") = false,
-        py::arg("algorithm") = "either",
+        py::arg("algorithm") = "either", py::arg("dmask") = py::none(),
         "Certifies a backward's dq, dk, dv (float64 arrays shaped as query, key, value, [B, H, *, *]) for dout; "
-        "returns the reports as a dict (dq, dk, dv; out and lse when given). ValueError names the argument at fault.");
+        "returns the reports as a dict (dq, dk, dv; dmask, out and lse when given). ValueError names the argument at fault.");
   m.def("gradients", &gradients, py::arg("dout"), py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(),
         py::arg("mask"), py::arg("mask_kind"), py::arg("causal"), py::arg("scale"), py::arg("key_lengths"),
         py::arg("precision"), py::arg("kv_precision") = py::none(), py::arg("bits") = 128,

@@ -13,6 +13,11 @@ from ._report import Report, _encode
 _GRADIENTS = ("dq", "dk", "dv")
 
 
+def _listed(names) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 @dataclasses.dataclass
 class BackwardReport:
     """What check_attention_backward found: a Report per gradient (dq indexed as the query, dk and dv
@@ -23,6 +28,7 @@ class BackwardReport:
     dq: Report
     dk: Report
     dv: Report
+    dmask: Report = None  #: the float attn_mask's gradient, certified when given (indexed as attn_mask)
     out: Report = None  #: the forward's output, certified when given
     lse: Report = None  #: the forward's LSE, certified when given
     precision: str = ""
@@ -33,8 +39,8 @@ class BackwardReport:
 
     @property
     def reports(self) -> dict:
-        """name -> Report for every tensor judged (dq, dk, dv, then out and lse when present)."""
-        names = _GRADIENTS + tuple(name for name in ("out", "lse") if getattr(self, name) is not None)
+        """name -> Report for every tensor judged (dq, dk, dv, then dmask, out and lse when present)."""
+        names = _GRADIENTS + tuple(name for name in ("dmask", "out", "lse") if getattr(self, name) is not None)
         return {name: getattr(self, name) for name in names}
 
     def __str__(self) -> str:
@@ -56,7 +62,7 @@ class BackwardReport:
     def to_json(self, **dumps_options) -> str:
         """The report as strict JSON (each tensor's Report as Report.to_json writes it)."""
         data = {"passed": self.passed, "precision": self.precision, "notes": list(self.notes)}
-        for name in _GRADIENTS + ("out", "lse"):
+        for name in _GRADIENTS + ("dmask", "out", "lse"):
             report = getattr(self, name)
             data[name] = None if report is None else report._to_dict()
         return json.dumps(_encode(data), allow_nan=False, **dumps_options)
@@ -66,7 +72,7 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
                              masked_lse="-inf", attn_mask=None, is_causal=False, causal_alignment="top-left",
                              scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
                              weights_in_storage=None, query_in_storage=None, rows=None, seed=0, tier="certified",
-                             alpha=1e-9, algorithm=None) -> BackwardReport:
+                             alpha=1e-9, algorithm=None, dmask=None) -> BackwardReport:
     """Certifies a backward pass: dq, dk, dv (shaped as query, key, value) against the exact gradients
     of Σ dout ∘ SDPA(query, key, value, ...) for the exact inputs, each element within the gradient
     band of ``precision`` (README, "Certifying a backward pass"). Never raises on wrong gradients.
@@ -78,7 +84,10 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
     them: their measured errors enter the band (both are certified too: ``report.out``,
     ``report.lse``); without them the band takes the forward's worst case. dout is read in the
     output's format (float32 for an fp32 kernel). A kernel that pre-scales K or Q in fp16/bf16 (the
-    Triton tutorial's backward) needs ``query_in_storage=True``. Semantics and the other keywords as
+    Triton tutorial's backward) needs ``query_in_storage=True``. dmask: the gradient of a float
+    ``attn_mask`` (its shape), certified as ``report.dmask``: dS summed over the positions each mask
+    element broadcasts to, exactly zero where no key takes part (a -inf element); with ``rows``,
+    mask rows are sampled so that about ``rows`` query rows feed them. Semantics and the other keywords as
     check_attention's (lse_base, masked_lse for the LSE; precision "bf16-math"/"fp16-math" for
     PyTorch's math path in half precision). Under GQA dk and dv sum over each kv head's group; a
     row without keys contributes nothing and its dq must be exactly zero, as must the dk and dv of a
@@ -87,6 +96,8 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
     tier: the statistical verdict is judged with the certified band. Raises TypeError/ValueError
     naming the argument at fault.
     """
+    import numpy as np
+
     from . import _dtype_notes, _lse_arguments, _sdpa_call  # the forward's argument checks
 
     dout_values, dout_dtype = as_exact_array(dout, "dout")
@@ -120,6 +131,16 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
             raise TypeError(f"{name}: expected a bool or None, got {type(flag).__name__}")
     if algorithm not in (None, "flash", "math"):
         raise ValueError(f"algorithm: expected None (either), 'flash' or 'math', got {algorithm!r}")
+    dmask_values = None
+    if dmask is not None:
+        if call.mask_kind != "additive":
+            raise ValueError("dmask: given but attn_mask is not a float (additive) mask"
+                             if call.mask_kind == "boolean" else "dmask: given without an attn_mask")
+        dmask_values, dmask_dtype = as_exact_array(dmask, "dmask")
+        mask_shape = tuple(np.shape(attn_mask))
+        if dmask_values.shape != mask_shape:
+            raise ValueError(f"dmask: expected attn_mask's shape {mask_shape}, got {tuple(dmask_values.shape)}")
+        notes += [note.replace("out is", "dmask is", 1) for note in _dtype_notes(dmask_dtype, call.q_dtype, precision)]
 
     def shaped(x, name):
         return x.reshape(to_rank4(x.shape, name))
@@ -134,7 +155,8 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
         seed=seed, tier=tier, alpha=float(alpha),
         out=None if out_values is None else shaped(out_values, "out"),
         lse=None if lse_values is None else lse_values.reshape(-1), lse_precision=lse_precision,
-        lse_base2=lse_base == 2, lse_masked_plus_inf=masked_lse == "+inf", algorithm=algorithm or "either")
+        lse_base2=lse_base == 2, lse_masked_plus_inf=masked_lse == "+inf", algorithm=algorithm or "either",
+        dmask=None if dmask_values is None else dmask_values.reshape(call.mask.shape))
     rank = call.q.ndim
 
     def index_of(index4):  # an element's index in its tensor's own rank
@@ -152,19 +174,32 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
         reports[name] = Report._from_native(native[name], index_of, int(size), precision, seed, tier=tier,
                                             alpha=float(alpha), notes=extra + ["one tier: the certified band "
                                                                                "decides both verdicts"])
+    if "dmask" in native:
+        rank4_shape, own_shape = call.mask.shape, dmask_values.shape
+
+        def mask_index_of(index4):  # the padded [mB, mH, mL, mS] index in attn_mask's own shape
+            flat = np.ravel_multi_index(tuple(int(x) for x in index4), rank4_shape)
+            return tuple(int(x) for x in np.unravel_index(flat, own_shape))
+
+        reports["dmask"] = Report._from_native(
+            native["dmask"], mask_index_of, int(dmask_values.size), precision, seed, tier=tier, alpha=float(alpha),
+            notes=["rows are attn_mask's rows (all but its last axis); an element no key takes part in (-inf, "
+                   "causal, key lengths) must have a zero gradient", "one tier: the certified band decides both "
+                   "verdicts"])
     if "out" in native:
         reports["out"] = Report._from_native(native["out"], index_of, int(out_values.size), precision, seed,
                                              tier=tier, alpha=float(alpha))
     if "lse" in native:
         reports["lse"] = Report._from_native(native["lse"], row_index_of, int(lse_values.size), precision, seed,
                                              tier=tier, alpha=float(alpha))
-    masked_nan = [name for name in ("out", "dq") if name in reports and
-                  any(f.reason == "NaN in a fully masked row" for f in reports[name].failures)]
+    masked_nan = [name for name in ("out", "dq", "dmask") if name in reports and
+                  any(f.reason in ("NaN in a fully masked row", "NaN where no key takes part")
+                      for f in reports[name].failures)]
     if masked_nan:
         spread = [name for name in ("dk", "dv") if any(f.reason == "NaN" for f in reports[name].failures)]
-        notes.append(f"rows without keys give NaN in {' and '.join(masked_nan)} where the exact values are 0 (such "
+        notes.append(f"rows without keys give NaN in {_listed(masked_nan)} where the exact values are 0 (such "
                      f"a row contributes nothing to the gradients): a softmax over all -inf is 0/0, as in PyTorch "
-                     f"1.13's math path" + (f"; the NaN reaches {' and '.join(spread)} through those rows" if spread
+                     f"1.13's math path" + (f"; the NaN reaches {_listed(spread)} through those rows" if spread
                                             else ""))
     return BackwardReport(passed=bool(native["passed"]), precision=precision, notes=notes, **reports)
 
@@ -178,7 +213,9 @@ def check_attention_autograd(fn, query, key, value, *, dout=None, seed=0, attn_m
     fn gets attn_mask, is_causal=True and scale only when given (PyTorch 1.13's
     ``_scaled_dot_product_attention`` has no scale; its (out, weights) result is taken as out).
     dout: the upstream gradient (out's shape), default a standard normal draw seeded by ``seed``,
-    rounded to out's dtype. fn's causal masking is PyTorch's (top-left). precision: default the
+    rounded to out's dtype. A float attn_mask is copied into a leaf that requires grad too, and its
+    gradient certified (report.dmask) when fn's graph reaches it (report.notes say when it does not).
+    fn's causal masking is PyTorch's (top-left). precision: default the
     inputs' dtype; PyTorch's math path in bf16/fp16 is "bf16-math"/"fp16-math". Other keywords
     (rows, tier, key_lengths, exp_ulps, ...) go to check_attention_backward.
     """
@@ -196,8 +233,12 @@ def check_attention_autograd(fn, query, key, value, *, dout=None, seed=0, attn_m
 
     q, k, v = leaf(query, "query"), leaf(key, "key"), leaf(value, "value")
     call = {}
+    mask_leaf = None
     if attn_mask is not None:
-        call["attn_mask"] = attn_mask if isinstance(attn_mask, torch.Tensor) else torch.from_numpy(np.asarray(attn_mask))
+        mask = attn_mask if isinstance(attn_mask, torch.Tensor) else torch.from_numpy(np.asarray(attn_mask))
+        if mask.is_floating_point():
+            mask = mask_leaf = leaf(mask, "attn_mask")
+        call["attn_mask"] = mask
     if is_causal:
         call["is_causal"] = True
     if scale is not None:
@@ -219,9 +260,14 @@ def check_attention_autograd(fn, query, key, value, *, dout=None, seed=0, attn_m
     missing = [name for name, x in (("query", q), ("key", k), ("value", v)) if x.grad is None]
     if missing:
         raise ValueError(f"fn: its output does not depend on {', '.join(missing)} (no gradient reached it)")
-    return check_attention_backward(q.grad, k.grad, v.grad, q.detach(), k.detach(), v.detach(), dout,
-                                    out=out.detach(), attn_mask=attn_mask, is_causal=is_causal, scale=scale,
-                                    enable_gqa=enable_gqa, precision=precision, seed=seed, **kwargs)
+    dmask = None if mask_leaf is None else mask_leaf.grad
+    report = check_attention_backward(q.grad, k.grad, v.grad, q.detach(), k.detach(), v.detach(), dout,
+                                      out=out.detach(), attn_mask=attn_mask if mask_leaf is None else mask_leaf.detach(),
+                                      is_causal=is_causal, scale=scale, enable_gqa=enable_gqa, precision=precision,
+                                      seed=seed, dmask=dmask, **kwargs)
+    if mask_leaf is not None and dmask is None:
+        report.notes.append("attn_mask: fn's graph does not reach the float mask (no gradient): not certified")
+    return report
 
 
 def assert_attention_grads_close(dq, dk, dv, query, key, value, dout, **kwargs) -> None:

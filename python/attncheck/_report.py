@@ -24,6 +24,8 @@ class Failure(NamedTuple):
     def describe(self) -> str:
         if self.reason in ("NaN", "Inf"):  # no exact value or band was needed to decide
             return f"index {self.index}: {self.reason}, got {_number(self.got)}"
+        if not math.isfinite(self.got):  # where the value must be exactly 0: no distance in ulps
+            return f"index {self.index}: {self.reason}, got {_number(self.got)}, exact {_number(self.exact)}"
         return (f"index {self.index}: {self.reason}, got {_number(self.got)}, exact {_number(self.exact)}, "
                 f"band {_number(self.band)}, {_number(self.ulps)} ulps")
 

@@ -1,7 +1,8 @@
 """check_attention_backward, check_attention_autograd and assert_attention_grads_close: PyTorch 1.13's
 autograd (the private SDPA and the matmul-softmax-matmul composition) passes in float64, float32 and
 bfloat16 with the matching profile, with masks and causal; its NaN for a row without keys is reported
-as such; backward bugs written in numpy are caught, with indices in each tensor's own shape."""
+as such; backward bugs written in numpy are caught, with indices in each tensor's own shape; a float
+mask's gradient is certified for every broadcast shape."""
 
 import math
 
@@ -52,7 +53,8 @@ def test_pytorch_autograd_passes(fn, dtype, precision, mask):
     q, k, v = inputs(dtype)
     report = attncheck.check_attention_autograd(fn, q, k, v, precision=precision, seed=3, **masks(dtype)[mask])
     assert report.passed, str(report)
-    assert set(report.reports) == {"dq", "dk", "dv", "out"}
+    # A float mask becomes a leaf too: its gradient is certified beside the others.
+    assert set(report.reports) == {"dq", "dk", "dv", "out"} | ({"dmask"} if mask == "float" else set())
     assert report.dk.rows_total == 2 * 3 * 17 and report.dq.rows_total == 2 * 3 * 13
     assert 0 < max(r.max_band_usage for r in report.reports.values()) < 1
 
@@ -67,6 +69,51 @@ def test_a_row_without_keys_gives_nan_in_pytorch_and_the_report_says_so():
     assert any("rows without keys give NaN" in note for note in report.notes), report.notes
     # The keys of head (0, 1) get NaN through that row; the other heads' are certified and pass.
     assert {f.index[:2] for f in report.dk.failures} == {(0, 1)}
+
+
+@pytest.mark.parametrize("dtype,precision", PROFILES, ids=["fp64", "fp32", "bf16"])
+@pytest.mark.parametrize("shape", [(2, 3, 13, 17), (13, 17), (2, 1, 13, 17), (3, 1, 17), (13, 1)],
+                         ids=["full", "LS", "B1LS", "H1S", "L1"])
+def test_pytorch_autograd_certifies_the_float_masks_gradient(dtype, precision, shape):
+    q, k, v = inputs(dtype)
+    generator = torch.Generator().manual_seed(5)
+    bias = torch.randn(*shape, generator=generator, dtype=torch.float64)
+    if shape[-1] > 1:
+        bias[..., 3] = -math.inf  # a key no row sees: its gradient must be exactly zero
+    report = attncheck.check_attention_autograd(private_sdpa, q, k, v, attn_mask=bias.to(dtype), precision=precision,
+                                                seed=2)
+    assert report.passed, str(report)
+    assert report.dmask.elements_total == bias.numel() and report.dmask.rows_checked == report.dmask.rows_total
+    assert 0 < report.dmask.max_band_usage < 1
+
+
+def test_a_wrong_mask_gradient_is_caught_and_named_in_the_masks_shape():
+    q, k, v = inputs(torch.float64)
+    bias = torch.randn(13, 17, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    bias[2, 5] = -math.inf
+    leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    mask = bias.clone().requires_grad_(True)
+    out = SDPA(*leaves, attn_mask=mask)[0]
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    out.backward(dout)
+    grads = [x.grad for x in leaves]
+    good = attncheck.check_attention_backward(*grads, q, k, v, dout, attn_mask=bias, dmask=mask.grad)
+    assert good.passed and good.dmask.passed, str(good)
+    scaled = mask.grad / math.sqrt(8)  # the mask treated as added before the scale
+    report = attncheck.check_attention_backward(*grads, q, k, v, dout, attn_mask=bias, dmask=scaled)
+    assert not report.passed and not report.dmask.passed and report.dq.passed
+    assert len(report.dmask.worst.index) == 2 and report.dmask.worst.reason == "outside band"
+    moved = mask.grad.clone()
+    moved[2, 5] = 1e-300  # where the mask is -inf
+    report = attncheck.check_attention_backward(*grads, q, k, v, dout, attn_mask=bias, dmask=moved, rows=4)
+    assert [f.index for f in report.dmask.failures] == [(2, 5)]
+    assert report.dmask.failures[0].reason == "masked element's gradient not zero"
+    with pytest.raises(ValueError, match="dmask: expected attn_mask's shape"):
+        attncheck.check_attention_backward(*grads, q, k, v, dout, attn_mask=bias, dmask=mask.grad[:5])
+    with pytest.raises(ValueError, match="dmask: given but attn_mask is not a float"):
+        attncheck.check_attention_backward(*grads, q, k, v, dout, attn_mask=bias > 0, dmask=mask.grad)
+    with pytest.raises(ValueError, match="dmask: given without an attn_mask"):
+        attncheck.check_attention_backward(*grads, q, k, v, dout, dmask=mask.grad)
 
 
 def flash_backward(q, k, v, dout, scale_dq=True, causal=False, dtype=np.float32):

@@ -80,7 +80,10 @@ Result<Ok, Error> check_mask(const TensorProblem& p) {
   return Ok{};
 }
 
-// Position of (b, h, i, j) in the mask, broadcasting dimensions of size 1.
+}  // namespace
+
+DType kv_format(const TensorProblem& p) { return p.kv_dtype.value_or(p.dtype); }
+
 std::size_t mask_offset(const TensorProblem& p, std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
   const std::size_t index[4] = {b, h, i, j};
   const std::size_t rank = p.mask_shape.size();
@@ -91,10 +94,6 @@ std::size_t mask_offset(const TensorProblem& p, std::size_t b, std::size_t h, st
   }
   return offset;
 }
-
-}  // namespace
-
-DType kv_format(const TensorProblem& p) { return p.kv_dtype.value_or(p.dtype); }
 
 Result<Ok, Error> validate(const TensorProblem& p) {
   if (p.batch == 0 || p.q_heads == 0 || p.L == 0 || p.E == 0) {

@@ -70,6 +70,10 @@ struct TensorProblem {
 [[nodiscard]] bool takes_part(const TensorProblem& problem, std::size_t b, std::size_t h, std::size_t i,
                               std::size_t j);
 
+/// Position of (b, h, i, j) in the mask (row-major in mask_shape), broadcasting dimensions of size 1.
+[[nodiscard]] std::size_t mask_offset(const TensorProblem& problem, std::size_t b, std::size_t h, std::size_t i,
+                                      std::size_t j);
+
 /// The additive mask's value for (b, h, i, j) (0 without an additive mask).
 [[nodiscard]] double additive_bias(const TensorProblem& problem, std::size_t b, std::size_t h, std::size_t i,
                                    std::size_t j);

@@ -19,7 +19,10 @@
 // The softmax Jacobian ∂P_j/∂s_l = P_j (δ_jl - P_l) gives dS; s is linear in q and k. Under GQA the
 // query heads h of kv head g = h / G all read k_j, v_j, so their terms add into g's dK and dV. A
 // row without keys has O = 0 whatever its inputs: it contributes nothing, and its dQ is zero. The
-// scale σ and the mask are constants (the mask's own gradient, dβ_ij = dS_ij, is not enclosed here).
+// scale σ is a constant. An additive mask β enters as s_ij = σ q_i·k_j + β_ij, so its gradient is
+// dβ_ij = dS_ij at every position (b, h, i, j), and a mask element broadcast over several positions
+// gets the sum of theirs (0 where no key takes part: a -inf element, a causal or key-length
+// exclusion, a row without keys).
 // Evaluation. Every quantity in MPFI at `bits` bits, each operation rounded outwards, so each
 // result encloses the exact value: products of two doubles are exact, the dot products and sums
 // round outwards, σ = 1/√E is enclosed by MPFI's sqrt and division, e^{s_j - c} with c the largest
@@ -55,7 +58,8 @@ GradientEnclosure enclose_gradients(const TensorProblem& p, std::span<const doub
   };
   // Sums of dS q (dK) and dS k (dQ) before σ, and of P dO (dV), in each tensor's layout.
   std::vector<MpfiInterval> dq = zeros(p.batch * p.q_heads * p.L * p.E), dk = zeros(p.batch * p.kv_heads * p.S * p.E),
-                            dv = zeros(p.batch * p.kv_heads * p.S * p.Ev);
+                            dv = zeros(p.batch * p.kv_heads * p.S * p.Ev),
+                            dmask = zeros(p.mask_kind == TensorMask::additive ? p.mask.size() : 0);
   MpfiInterval sigma(prec), term(prec), total(prec), D(prec);
   if (p.scale) {
     mpfi_set_d(sigma.get(), *p.scale);  // exact
@@ -125,6 +129,10 @@ GradientEnclosure enclose_gradients(const TensorProblem& p, std::span<const doub
       // dS_j = P_j (dP_j - D), into dP_j
       mpfi_sub(dP[t].get(), dP[t].get(), D.get());
       mpfi_mul(dP[t].get(), dP[t].get(), P[t].get());
+      if (!dmask.empty()) {
+        MpfiInterval& m_sum = dmask[mask_offset(p, r.b, r.h, r.i, j)];
+        mpfi_add(m_sum.get(), m_sum.get(), dP[t].get());
+      }
       const double* k = key_row(j);
       for (std::size_t c = 0; c < p.E; ++c) {
         mpfi_mul_d(term.get(), dP[t].get(), k[c]);
@@ -141,6 +149,7 @@ GradientEnclosure enclose_gradients(const TensorProblem& p, std::span<const doub
   for (MpfiInterval& x : dq) mpfi_mul(x.get(), x.get(), sigma.get()), out.dq.push_back(fine_enclosure(x));
   for (MpfiInterval& x : dk) mpfi_mul(x.get(), x.get(), sigma.get()), out.dk.push_back(fine_enclosure(x));
   for (const MpfiInterval& x : dv) out.dv.push_back(fine_enclosure(x));
+  for (const MpfiInterval& x : dmask) out.dmask.push_back(fine_enclosure(x));
   return out;
 }
 

@@ -22,9 +22,11 @@ namespace attn::verify {
 /// Enclosures of the exact gradients, each in its tensor's layout (problem.layout): dq as the
 /// query [B, Hq, L, E], dk as the key [B, Hkv, S, E], dv as the value [B, Hkv, S, Ev]. Under GQA a
 /// kv head's dK and dV sum over the query heads of its group. A row without keys contributes
-/// nothing and its dQ row is exactly zero; a key no query sees has dK = dV = 0 exactly.
+/// nothing and its dQ row is exactly zero; a key no query sees has dK = dV = 0 exactly. With an
+/// additive mask, dmask encloses its gradient in the mask's own shape (row-major in mask_shape):
+/// dβ = dS summed over the positions each element broadcasts to; empty for other masks.
 struct GradientEnclosure {
-  std::vector<FineEnclosure> dq, dk, dv;
+  std::vector<FineEnclosure> dq, dk, dv, dmask;
   int bits = 0;  ///< the working precision
 };
 
@@ -56,9 +58,12 @@ struct BackwardInputs {
 
 /// The verdict on a backward pass: one report per gradient, and the forward's stored tensors when
 /// they were given. dq's rows are the query rows (b, h, i), failures indexed (b, h, i, c); dk's and
-/// dv's rows are the key rows (b, g, j) of kv head g, failures indexed (b, g, j, c).
+/// dv's rows are the key rows (b, g, j) of kv head g, failures indexed (b, g, j, c). dmask's rows are
+/// the additive mask's rows: its shape padded to rank 4 with leading 1s, [mB, mH, mL, mS], row
+/// (b', h', i') and failures indexed (b', h', i', j') in that padded shape.
 struct BackwardReport {
   TensorReport dq, dk, dv;
+  std::optional<TensorReport> dmask;     ///< certified when a mask gradient was given
   std::optional<TensorReport> out, lse;  ///< certified when BackwardInputs gave them
   bool passed = true;                    ///< every report passed
   [[nodiscard]] std::string summary() const;
@@ -82,10 +87,17 @@ struct BackwardReport {
 /// capped). One tier: the statistical verdict uses the certified band. Throws ContractError when
 /// validate or validate_backward fails, or a gradient's size does not match. dq is judged in dtype, dk
 /// and dv in kv_format.
+///
+/// dmask, when not empty, is the kernel's gradient of the additive mask in the mask's shape (the
+/// mask's size; dtype): dβ = dS summed over each element's broadcast positions (Step B10). Sampled by
+/// mask rows (the mask's shape padded to [mB, mH, mL, mS], a row per (b', h', i')): with options.rows,
+/// max(2, ⌈rows / F⌉) of them, F the query rows each one sums over. Every element is checked finite, and
+/// zero where no key takes part. ContractError when the problem has no additive mask or the size differs.
 [[nodiscard]] BackwardReport certify_backward(const TensorProblem& problem, std::span<const double> dout,
                                               std::span<const double> dq, std::span<const double> dk,
                                               std::span<const double> dv, const CertifyOptions& options,
-                                              const BackwardInputs& inputs = {});
+                                              const BackwardInputs& inputs = {},
+                                              std::span<const double> dmask = {});
 
 /// The largest B·Hq·L·S·(E + Ev) for which certify_backward refines with MPFI.
 inline constexpr double kMpfiWork = 1 << 24;

@@ -89,6 +89,12 @@
 //   with intermediates in storage), whenever the storage is coarser than compute.
 // Step B7 (dV). dV_jc = Σ_i P_ij dO_ic: |dṼ_c - dV_c| <= Σ_i π_i |dO_ic| + γ_{n+1+c_v} Σ_i P̄_i |dO_ic|
 //   + (n + 1) λ; intermediates (and GQA) in storage as in B6 without σ.
+// Step B10 (the additive mask's gradient). s_ij = σ q_i·k_j + β_ij, so dβ_ij = dS_ij; an element
+//   broadcast over positions Π (dimensions of size 1 in the mask's shape) gets Σ_{Π} dS over its n
+//   terms that take part (0 when none does: exactly zero). The kernel's dS̃ per term (Step B5, its
+//   storage rounding included) summed in any order in compute: Σ ε^S + γ_{n+1+c_v} Σ μ + (n + 2) λ
+//   (B7's form with the factor 1; n + 1 covers the n - 1 additions), with intermediates in storage the
+//   sum's result rounded to storage; then Step B8 in the mask's format (the query's dtype).
 // Step B8 (storage). Each gradient is stored in its tensor's format (dQ the query's, dK and dV K's and
 //   V's: a kernel with an fp16 cache returns their gradients in fp16), unit u_g and half-spacing h_g;
 //   rounded once more when coarser than compute: δ = δ' + u_g (|g| + δ') + h_g with |g| the
@@ -333,12 +339,25 @@ std::vector<char> key_sample(std::size_t groups, std::size_t S, std::optional<st
   return chosen;
 }
 
+// The additive mask's shape padded to rank 4 with leading 1s: [mB, mH, mL, mS].
+std::array<std::size_t, 4> mask_dims(const TensorProblem& p) {
+  std::array<std::size_t, 4> d{1, 1, 1, 1};
+  const std::size_t rank = p.mask_shape.size();
+  for (std::size_t k = 0; k < rank; ++k) d[4 - rank + k] = p.mask_shape[k];
+  return d;
+}
+// The positions [first, last) of an axis of `size` that a mask dimension `dim` maps onto index `at`.
+std::array<std::size_t, 2> broadcast_range(std::size_t dim, std::size_t at, std::size_t size) {
+  return dim == 1 ? std::array<std::size_t, 2>{0, size} : std::array<std::size_t, 2>{at, at + 1};
+}
+
 // The cheap checks of one gradient row (finite; exactly zero when `zero`).
 void cheap_checks(std::span<const double> grad, std::size_t first, std::size_t width, std::array<std::size_t, 3> at,
-                  bool zero, DType dtype, const char* zero_reason, RowOutcome& outcome) {
+                  bool zero, DType dtype, const char* zero_reason, RowOutcome& outcome,
+                  const char* zero_nan_reason = "NaN in a fully masked row") {
   for (std::size_t c = 0; c < width; ++c) {
     const double got = grad[first + c];
-    const char* reason = std::isnan(got) ? (zero ? "NaN in a fully masked row" : "NaN")
+    const char* reason = std::isnan(got) ? (zero ? zero_nan_reason : "NaN")
                          : std::isinf(got) ? "Inf"
                          : zero && got != 0 ? zero_reason
                                             : nullptr;
@@ -379,19 +398,33 @@ ATTN_BACKWARD_CLONES void block_dots(const double* __restrict X, std::size_t ldx
   }
 }
 
+// σ enclosed: the given scale exactly, else 1/√E (sqrt and the division, each <= 1/2 ulp).
+Interval sigma_of(const TensorProblem& p) {
+  if (p.scale) return {*p.scale, *p.scale};
+  const double E = static_cast<double>(p.E);
+  return {next_down(next_down(1 / std::sqrt(E))), next_up(next_up(1 / std::sqrt(E)))};
+}
+Arithmetic arithmetic_of(const CertifyOptions& options, const TensorProblem& p) {
+  Arithmetic a = options.arithmetic;
+  a.kv_storage = p.kv_dtype;
+  return a;
+}
+
 class Backward {
  public:
   Backward(const TensorProblem& p, std::span<const double> dout, const CertifyOptions& options,
            const BackwardInputs& inputs)
-      : p_(p), dout_(dout), inputs_(inputs) {
-    arithmetic_ = options.arithmetic;
-    arithmetic_.kv_storage = p.kv_dtype;
-    units_ = units_of(p, arithmetic_, inputs.algorithm);
+      : p_(p),
+        dout_(dout),
+        inputs_(inputs),
+        arithmetic_(arithmetic_of(options, p)),
+        units_(units_of(p, arithmetic_, inputs.algorithm)),
+        sigma_(sigma_of(p)),
+        e_bound_(p.E),
+        ev_bound_(p.Ev),
+        score_error_(arithmetic_, p.E, magnitude(sigma_), !p.scale.has_value()) {
     q_format_ = output_format(p.dtype, units_);
     kv_format_ = output_format(kv_format(p), units_);
-    const double E = static_cast<double>(p.E);
-    sigma_ = p.scale ? Interval{*p.scale, *p.scale} : Interval{next_down(1 / std::sqrt(E)), next_up(1 / std::sqrt(E))};
-    if (!p.scale) sigma_ = {next_down(sigma_.lo), next_up(sigma_.hi)};  // sqrt and the division, each <= 1/2 ulp
     // max_c |v_jc|: with ‖dO‖₁, a bound of Σ_c |dO_c v_jc| (no squares to underflow or overflow) for
     // Phase A's rows that feed only key rows when the kernel's forward is not given.
     value_max_.resize(p.batch * p.kv_heads * p.S);
@@ -417,12 +450,12 @@ class Backward {
     const double* q = p_.query.data() + tensor_index(p_, p_.q_heads, p_.L, p_.E, r.b, r.h, r.i, 0);
     const double* d_out = dout_.data() + output_index(p_, row, 0);
     const double* given_out = inputs_.out.data() + output_index(p_, row, 0);
-    const ProductSumBound e_bound(p_.E), ev_bound(p_.Ev);
+    const ProductSumBound &e_bound = e_bound_, &ev_bound = ev_bound_;
     thread_local std::vector<Interval> scores, dps;
     thread_local std::vector<double> abs_dp, R, err;
     thread_local std::vector<std::size_t> keys;
     scores.clear(), dps.clear(), abs_dp.clear(), keys.clear(), R.clear(), err.clear();
-    const ScoreErrorModel score_error(arithmetic_, p_.E, magnitude(sigma_), !p_.scale.has_value());
+    const ScoreErrorModel& score_error = score_error_;
     double top = -kInf;
     for (std::size_t c = 0; c < p_.E; ++c) stats.abs_query += std::fabs(q[c]);
     stats.abs_query = up_bound(stats.abs_query * kSafety);
@@ -539,7 +572,7 @@ class Backward {
       abs += std::fabs(d_out[c] * o.head);
       rad += std::fabs(d_out[c]) * (o.radius + std::fabs(o.tail));
     }
-    const ProductSumBound ev_bound(p_.Ev);
+    const ProductSumBound& ev_bound = ev_bound_;
     const double D_radius = next_up((ev_bound.error(abs) + up_bound(rad * kSafety)) * kRoundingSafety);
     stats.D = {next_down(mid - D_radius), next_up(mid + D_radius)};
     // The forward's bands when the kernel's output or LSE is not given.
@@ -564,7 +597,7 @@ class Backward {
     }
     // Per key: the score's error (B1), x_j (B2, M), dP (B3), and D's error (B4, M). A row that only
     // feeds key rows spares the dP dot products: |dP_j| <= A_j <= ‖dO‖₁ max_c |v_jc|.
-    const ScoreErrorModel score_error(arithmetic_, p_.E, magnitude(sigma_), !p_.scale.has_value());
+    const ScoreErrorModel& score_error = score_error_;
     const double g_n = gamma_bound(static_cast<double>(n) + 1, units_.u);
     stats.log_norm = -std::log1p(-g_n);
     double d_math = 2 * static_cast<double>(n) * units_.lambda;
@@ -592,9 +625,8 @@ class Backward {
       }
     } else {
       e_dp.resize(n), dp.resize(n);
-      const ProductSumBound dp_bound(p_.Ev);
       for (std::size_t t = 0; t < n; ++t) {
-        dp[t] = dot_enclosure(d_out, value_row(r.b, g, e.keys[t]), p_.Ev, dp_bound);
+        dp[t] = dot_enclosure(d_out, value_row(r.b, g, e.keys[t]), p_.Ev, ev_bound_);
         e_dp[t] = dp_error(units_, p_.Ev, dp[t]);
         const double abs_dp = magnitude(dp[t].value);
         d_math += d_math_term(units_, w[t], abs_dp, e_dp[t], g_n);
@@ -625,34 +657,40 @@ class Backward {
     dq = std::move(out);
   }
 
+  // Steps B1-B5 for one term (b, h, i, j) of a key row or a mask row: P_ij, its weight's error, dS_ij.
+  struct Term {
+    Interval P;
+    Weight w;
+    Ds ds;
+  };
+  Term term_of(std::size_t b, std::size_t h, std::size_t i, std::size_t j, const RowStats& r, double abs_key) const {
+    const std::size_t g = kv_head_of(p_, h), row = (b * p_.q_heads + h) * p_.L + i;
+    const double* q = p_.query.data() + tensor_index(p_, p_.q_heads, p_.L, p_.E, b, h, i, 0);
+    const DotEnclosure dot = dot_enclosure(q, key_row(b, g, j), p_.E, e_bound_);
+    const double bias = additive_bias(p_, b, h, i, j);
+    const Interval score = add(multiply(sigma_, dot.value), {bias, bias});
+    const Interval arg = subtract(score, r.lse);
+    const Interval P{exp_enclosure(arg.lo).lo, std::min(1.0, exp_enclosure(std::min(arg.hi, 0.0)).hi)};
+    const auto sb = score_error_(dot.abs_upper, std::fabs(bias), units_.q_storage ? abs_key + r.abs_query : 0.0);
+    const Weight w = weight_of(units_, P.hi, std::expm1(theta_of(units_, r, sb.R, sb.e)));
+    const DotEnclosure dp = dot_enclosure(dout_.data() + output_index(p_, row, 0), value_row(b, g, j), p_.Ev, ev_bound_);
+    return {P, w, ds_of(units_, P, w, dp, dp_error(units_, p_.Ev, dp), r)};
+  }
+
   // Phase B: key row (b, g, j)'s dK and dV from every query row of the group that sees it.
   void key(std::size_t b, std::size_t g, std::size_t j, const std::vector<RowStats>& stats, CertifiedRow& dk,
            CertifiedRow& dv) const {
     const std::size_t group = p_.q_heads / p_.kv_heads;
     GradientSums k_sums(p_.E), v_sums(p_.Ev);
-    const double* k = key_row(b, g, j);
-    const double* v = value_row(b, g, j);
-    const ProductSumBound e_bound(p_.E), ev_bound(p_.Ev);
-    const ScoreErrorModel score_error(arithmetic_, p_.E, magnitude(sigma_), !p_.scale.has_value());
     const double abs_key = units_.q_storage ? key_abs(b, g, j) : 0.0;
     for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
       for (std::size_t i = 0; i < p_.L; ++i) {
         if (!takes_part(p_, b, h, i, j)) continue;
         const std::size_t row = (b * p_.q_heads + h) * p_.L + i;
-        const RowStats& r = stats[row];
-        const double* q = p_.query.data() + tensor_index(p_, p_.q_heads, p_.L, p_.E, b, h, i, 0);
-        const double* d_out = dout_.data() + output_index(p_, row, 0);
-        const DotEnclosure dot = dot_enclosure(q, k, p_.E, e_bound);
-        const double bias = additive_bias(p_, b, h, i, j);
-        const Interval score = add(multiply(sigma_, dot.value), {bias, bias});
-        const Interval arg = subtract(score, r.lse);
-        const Interval P{exp_enclosure(arg.lo).lo, std::min(1.0, exp_enclosure(std::min(arg.hi, 0.0)).hi)};
-        const auto sb = score_error(dot.abs_upper, std::fabs(bias), units_.q_storage ? abs_key + r.abs_query : 0.0);
-        const Weight w = weight_of(units_, P.hi, std::expm1(theta_of(units_, r, sb.R, sb.e)));
-        const DotEnclosure dp = dot_enclosure(d_out, v, p_.Ev, ev_bound);
-        const Ds ds = ds_of(units_, P, w, dp, dp_error(units_, p_.Ev, dp), r);
-        k_sums.add(q, ds.value, ds.err, ds.mag);
-        v_sums.add(d_out, P, w.pi, w.used);
+        const Term t = term_of(b, h, i, j, stats[row], abs_key);
+        k_sums.add(p_.query.data() + tensor_index(p_, p_.q_heads, p_.L, p_.E, b, h, i, 0), t.ds.value, t.ds.err,
+                   t.ds.mag);
+        v_sums.add(dout_.data() + output_index(p_, row, 0), t.P, t.w.pi, t.w.used);
       }
     }
     const double heads = static_cast<double>(group);
@@ -660,6 +698,34 @@ class Backward {
     finish(k_sums, units_, sigma_, {.scaled = true, .q_storage = units_.q_storage, .group = heads, .format = kv_format_},
            dk);
     finish(v_sums, units_, sigma_, {.scaled = false, .group = heads, .format = kv_format_}, dv);
+  }
+
+  // Phase C (Step B10): mask row `at` = (b', h', i')'s dβ, each element from dS at every position it
+  // broadcasts to.
+  void mask_row(std::array<std::size_t, 3> at, const std::vector<RowStats>& stats, CertifiedRow& out) const {
+    const std::array<std::size_t, 4> d = mask_dims(p_);
+    std::vector<GradientSums> sums(d[3], GradientSums(1));
+    const double one = 1;
+    const auto [b0, b1] = broadcast_range(d[0], at[0], p_.batch);
+    const auto [h0, h1] = broadcast_range(d[1], at[1], p_.q_heads);
+    const auto [i0, i1] = broadcast_range(d[2], at[2], p_.L);
+    for (std::size_t b = b0; b < b1; ++b)
+      for (std::size_t h = h0; h < h1; ++h)
+        for (std::size_t i = i0; i < i1; ++i) {
+          const RowStats& r = stats[(b * p_.q_heads + h) * p_.L + i];
+          for (std::size_t j = 0; j < p_.S; ++j) {
+            if (!takes_part(p_, b, h, i, j)) continue;
+            const Term t = term_of(b, h, i, j, r, units_.q_storage ? key_abs(b, kv_head_of(p_, h), j) : 0.0);
+            sums[d[3] == 1 ? 0 : j].add(&one, t.ds.value, t.ds.err, t.ds.mag);
+          }
+        }
+    out.index = at;
+    out.exact.resize(d[3]), out.fine.resize(d[3]), out.band.resize(d[3]);
+    CertifiedRow element;
+    for (std::size_t e = 0; e < d[3]; ++e) {
+      finish(sums[e], units_, sigma_, {.scaled = false, .format = q_format_}, element);
+      out.exact[e] = element.exact[0], out.fine[e] = element.fine[0], out.band[e] = element.band[0];
+    }
   }
 
   // Step B2 (M): x_j of a key from its score's R_j and e_j and the row's P.
@@ -708,6 +774,8 @@ class Backward {
   OutputFormat q_format_, kv_format_;
   Interval sigma_;
   std::vector<double> value_max_;
+  ProductSumBound e_bound_, ev_bound_;
+  ScoreErrorModel score_error_;
 };
 
 // Judges a certified row (its enclosures possibly replaced by the MPFI ones).
@@ -752,7 +820,7 @@ Result<Ok, Error> validate_backward(const TensorProblem& p, std::span<const doub
 
 BackwardReport certify_backward(const TensorProblem& p, std::span<const double> dout, std::span<const double> dq,
                                 std::span<const double> dk, std::span<const double> dv, const CertifyOptions& options,
-                                const BackwardInputs& inputs) {
+                                const BackwardInputs& inputs, std::span<const double> dmask) {
   if (auto ok = validate(p); !ok) throw ContractError("certify_backward: " + ok.error().message);
   if (auto ok = validate_backward(p, dout, inputs); !ok) throw ContractError("certify_backward: " + ok.error().message);
   if (const std::string error = structure_error(options.arithmetic.structure); !error.empty())
@@ -762,6 +830,11 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
   if (dq.size() != rows * p.E) throw ContractError("certify_backward: dq size is not B·Hq·L·E");
   if (dk.size() != keys * p.E) throw ContractError("certify_backward: dk size is not B·Hkv·S·E");
   if (dv.size() != keys * p.Ev) throw ContractError("certify_backward: dv size is not B·Hkv·S·Ev");
+  const bool with_mask = !dmask.empty();
+  if (with_mask && p.mask_kind != TensorMask::additive)
+    throw ContractError("certify_backward: dmask given but the problem has no additive mask");
+  if (with_mask && dmask.size() != p.mask.size())
+    throw ContractError("certify_backward: dmask size is not the mask's");
   const std::size_t group = p.q_heads / p.kv_heads;
   const Backward backward(p, dout, options, inputs);
   const auto key_at = [&](std::size_t key) {
@@ -788,6 +861,22 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
   for (std::size_t row = 0; row < rows; ++row) {
     const RowIndex r = row_index(p, row);
     if (group_needed[r.b * p.kv_heads + kv_head_of(p, r.h)]) needed[row] = 1;
+  }
+  // The mask rows (b', h', i') certified, and every query row they sum over.
+  const std::array<std::size_t, 4> md = mask_dims(p);
+  const std::size_t mask_rows = with_mask ? md[0] * md[1] * md[2] : 0;
+  const auto mask_at = [&](std::size_t m) { return std::array<std::size_t, 3>{m / (md[1] * md[2]), m / md[2] % md[1], m % md[2]}; };
+  std::vector<char> certify_m(mask_rows, 0);
+  if (with_mask) {
+    const std::size_t fan = rows / mask_rows;  // the query rows each mask row sums over
+    const std::size_t wanted = options.rows ? std::max<std::size_t>(2, (*options.rows + fan - 1) / fan) : mask_rows;
+    std::mt19937_64 random(options.seed ^ 0x5851f42d4c957f2dULL);
+    for (std::size_t m : shuffled(mask_rows, wanted, random)) certify_m[m] = 1;
+    for (std::size_t row = 0; row < rows; ++row) {
+      const RowIndex r = row_index(p, row);
+      const std::size_t m = ((md[0] == 1 ? 0 : r.b) * md[1] + (md[1] == 1 ? 0 : r.h)) * md[2] + (md[2] == 1 ? 0 : r.i);
+      if (certify_m[m]) needed[row] = 1;
+    }
   }
   std::vector<RowOutcome> q_outcomes(rows), k_outcomes(keys), v_outcomes(keys);
   std::vector<RowStats> stats(rows);
@@ -836,11 +925,44 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
     }
   });
 
+  // Phase C: the mask rows, after the cheap checks of every element (finite; zero where no key takes part:
+  // a -inf element always, and with causal or key lengths every element whose positions are all excluded).
+  std::vector<RowOutcome> m_outcomes(mask_rows);
+  std::vector<CertifiedRow> m_rows(mask_rows);
+  parallel_for(mask_rows, options.threads, [&](std::size_t m) {
+    const std::array<std::size_t, 3> at = mask_at(m);
+    std::vector<char> zero(md[3], 0);
+    for (std::size_t e = 0; e < md[3]; ++e) zero[e] = p.mask[m * md[3] + e] == -kInf;
+    if (p.causal != Causal::none || !p.key_lengths.empty()) {
+      std::fill(zero.begin(), zero.end(), 1);
+      const auto [b0, b1] = broadcast_range(md[0], at[0], p.batch);
+      const auto [h0, h1] = broadcast_range(md[1], at[1], p.q_heads);
+      const auto [i0, i1] = broadcast_range(md[2], at[2], p.L);
+      for (std::size_t b = b0; b < b1; ++b)
+        for (std::size_t h = h0; h < h1; ++h)
+          for (std::size_t i = i0; i < i1; ++i)
+            for (std::size_t j = 0; j < p.S; ++j)
+              if (takes_part(p, b, h, i, j)) zero[md[3] == 1 ? 0 : j] = 0;
+    }
+    for (std::size_t e = 0; e < md[3]; ++e) {
+      std::vector<TensorFailure>& failures = m_outcomes[m].failures;
+      const std::size_t before = failures.size();
+      cheap_checks(dmask, m * md[3] + e, 1, at, zero[e] != 0, p.dtype, "masked element's gradient not zero",
+                   m_outcomes[m], "NaN where no key takes part");
+      for (std::size_t f = before; f < failures.size(); ++f) failures[f].index[3] = e;
+    }
+    if (certify_m[m]) {
+      m_rows[m].row = m;
+      backward.mask_row(at, stats, m_rows[m]);
+    }
+  });
+
   // MPFI where the fast enclosures do not decide (fp64 kernels).
   bool refine = false;
   for (const auto& row : q_rows) refine = refine || (row && undecided(*row));
   for (std::size_t key = 0; key < keys; ++key)
     refine = refine || (!k_rows[key].band.empty() && (undecided(k_rows[key]) || undecided(v_rows[key])));
+  for (const CertifiedRow& row : m_rows) refine = refine || (!row.band.empty() && undecided(row));
   const double work = static_cast<double>(rows) * static_cast<double>(p.S) * static_cast<double>(p.E + p.Ev);
   for (int bits = 128; refine && work <= kMpfiWork && bits <= 512; bits *= 2) {
     const GradientEnclosure exact = enclose_gradients(p, dout, bits);
@@ -857,6 +979,8 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
       replace(k_rows[key], exact.dk, key_first(key, p.E));
       replace(v_rows[key], exact.dv, key_first(key, p.Ev));
     }
+    for (std::size_t m = 0; m < mask_rows; ++m)
+      if (!m_rows[m].band.empty()) replace(m_rows[m], exact.dmask, m * md[3]);
   }
   std::vector<char> certified_k(keys, 0);
   for (std::size_t row = 0; row < rows; ++row)
@@ -867,6 +991,12 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
     judge_row(k_rows[key], dk, key_first(key, p.E), kv_format(p), k_outcomes[key]);
     judge_row(v_rows[key], dv, key_first(key, p.Ev), kv_format(p), v_outcomes[key]);
   }
+  std::vector<char> certified_m(mask_rows, 0);
+  for (std::size_t m = 0; m < mask_rows; ++m) {
+    if (m_rows[m].band.empty()) continue;
+    certified_m[m] = 1;
+    judge_row(m_rows[m], dmask, m * md[3], p.dtype, m_outcomes[m]);
+  }
   std::vector<char> certified_q(rows, 0);
   for (std::size_t row = 0; row < rows; ++row) certified_q[row] = q_rows[row] ? 1 : 0;
 
@@ -874,6 +1004,10 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
   report.dq = report_of(q_outcomes, certified_q, options, statistical_lambda(options.alpha, rows * p.E));
   report.dk = report_of(k_outcomes, certified_k, options, statistical_lambda(options.alpha, keys * p.E));
   report.dv = report_of(v_outcomes, certified_k, options, statistical_lambda(options.alpha, keys * p.Ev));
+  if (with_mask) {
+    report.dmask = report_of(m_outcomes, certified_m, options, statistical_lambda(options.alpha, p.mask.size()));
+    report.dmask->plain = false;
+  }
   for (TensorReport* r : {&report.dq, &report.dk, &report.dv}) r->plain = false;
   CertifyOptions forward = options;
   forward.diagnose = false;
@@ -885,7 +1019,8 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
   } else if (!inputs.lse.empty()) {
     report.lse = certify_lse(p, inputs.lse, forward, inputs.lse_format);
   }
-  report.passed = report.dq.passed && report.dk.passed && report.dv.passed && (!report.out || report.out->passed) &&
+  report.passed = report.dq.passed && report.dk.passed && report.dv.passed && (!report.dmask || report.dmask->passed) &&
+                  (!report.out || report.out->passed) &&
                   (!report.lse || report.lse->passed);
   return report;
 }
@@ -893,6 +1028,7 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
 std::string BackwardReport::summary() const {
   std::string text = passed ? "passed" : "FAILED";
   text += "\n  dq: " + dq.summary() + "\n  dk: " + dk.summary() + "\n  dv: " + dv.summary();
+  if (dmask) text += "\n  dmask: " + dmask->summary();
   if (out) text += "\n  out: " + out->summary();
   if (lse) text += "\n  lse: " + lse->summary();
   return text;

@@ -46,13 +46,17 @@ struct BackwardChoices {
   bool p_from_log2_lse = false;     ///< bug: P = exp(s - lse₂), a log2 LSE read as natural
   bool dv_unnormalized = false;     ///< bug: dV from e^{s - max}, not divided by the sum
   bool nan_masked_rows = false;     ///< bug: a row without keys gives NaN (the math path's 0/0)
+  bool dmask_scaled = false;        ///< bug: the additive mask's gradient σ·dS (as if added before the scale)
+  bool dmask_first_head = false;    ///< bug: a mask broadcast over heads takes head 0's dS only
+  bool dmask_no_D = false;          ///< bug: the mask's gradient P ∘ dP (D left out there only)
 };
 
 /// What a forward-and-backward run returns: the forward's out [B, Hq, L, Ev] and natural LSE
 /// [B, Hq, L] (as a FlashAttention kernel stores them: out in storage, LSE in T; -inf without keys),
-/// and dq, dk, dv in the problem's layout.
+/// and dq, dk, dv in the problem's layout; with an additive mask its gradient dmask in the mask's
+/// shape (dS summed over each element's broadcast positions, in T, then stored).
 struct BackwardRun {
-  std::vector<double> out, lse, dq, dk, dv;
+  std::vector<double> out, lse, dq, dk, dv, dmask;
 };
 
 template <class T>
@@ -100,6 +104,8 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
   };
   // dS of every row, kept for the dk_from_ds bug: [B, Hq, L, S].
   std::vector<T> dS_all(p.batch * p.q_heads * p.L * p.S, T(0));
+  const bool with_dmask = p.mask_kind == verify::TensorMask::additive;
+  std::vector<T> dmask(with_dmask ? p.mask.size() : 0, T(0));
   for (std::size_t b = 0; b < p.batch; ++b) {
     for (std::size_t h = 0; h < p.q_heads; ++h) {
       const std::size_t g = h / group;
@@ -117,8 +123,11 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
         const auto out_at = [&](std::size_t c) { return tensor_index(p, p.q_heads, p.L, p.Ev, b, h, i, c); };
         const auto dq_at = [&](std::size_t c) { return tensor_index(p, p.q_heads, p.L, p.E, b, h, i, c); };
         if (m == -inf) {
-          if (choices.nan_masked_rows)
+          if (choices.nan_masked_rows) {
             for (std::size_t c = 0; c < p.E; ++c) dq[dq_at(c)] = std::numeric_limits<T>::quiet_NaN();
+            for (std::size_t j = 0; j < p.S && with_dmask; ++j)
+              dmask[verify::mask_offset(p, b, h, i, j)] = std::numeric_limits<T>::quiet_NaN();
+          }
           continue;
         }
         T sum = 0;
@@ -168,6 +177,12 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
           T dS = choices.round_storage ? store(Pj * inter(dP[j] - D)) : Pj * (dP[j] - D);
           if (choices.cuda_softmax_backward) dS = store(store(Pj * dP[j]) - Pj * D);
           dS_all[row * p.S + j] = dS;
+          const std::size_t rank = p.mask_shape.size();
+          const bool heads_broadcast = rank < 3 || p.mask_shape[rank - 3] == 1;
+          if (with_dmask && !(choices.dmask_first_head && h != 0 && heads_broadcast)) {
+            const T g = choices.dmask_no_D ? Pj * dP[j] : dS;
+            dmask[verify::mask_offset(p, b, h, i, j)] += choices.dmask_scaled ? g * scale : g;
+          }
           for (std::size_t c = 0; c < p.E; ++c) dq[dq_at(c)] += dS * k_used(b, g, j, c);
           if (choices.gqa_first_head && h % group != 0) continue;
           const T P_v = choices.dv_unnormalized ? std::exp(score_of(b, h, i, j) - m) : Pj;
@@ -218,6 +233,7 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
   run.dq = finish(dq, scale, !choices.no_scale_dq && !prescaled, nullptr);
   run.dk = finish(dk, scale, !choices.no_scale_dk && !choices.per_head_storage, choices.round_kv);
   run.dv = finish(dv, T(1), false, choices.round_kv);
+  run.dmask = finish(dmask, T(1), false, nullptr);
   return run;
 }
 

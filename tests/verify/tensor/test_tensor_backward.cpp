@@ -1,7 +1,9 @@
 // The backward oracle (enclose_gradients): its enclosures hold the gradients computed in __float128
 // by the same formulas with D_i = dO_i · O_i, agree with central differences of the forward oracle
 // (the formulas are the derivatives of the forward semantics: masks, causal, GQA, key lengths), and
-// satisfy Σ_j dK_j = 0 and Σ_j dV_j = Σ_i dO_i over rows with keys; rows without keys give dQ = 0.
+// satisfy Σ_j dK_j = 0 and Σ_j dV_j = Σ_i dO_i over rows with keys; rows without keys give dQ = 0;
+// the additive mask's gradient (dS summed over its broadcast) holds the __float128 one and matches
+// the central differences too.
 #include <gtest/gtest.h>
 #include <quadmath.h>
 
@@ -48,13 +50,13 @@ std::vector<double> upstream(const TensorProblem& p, unsigned seed) {
 }
 
 struct Gradients {
-  std::vector<Q128> dq, dk, dv;
+  std::vector<Q128> dq, dk, dv, dmask;
 };
 
 // The gradients in __float128, with D_i = dO_i · O_i (the oracle uses Σ_j P_ij dP_ij).
 Gradients reference(const TensorProblem& p, const std::vector<double>& dout) {
   Gradients g{std::vector<Q128>(p.query.size(), 0), std::vector<Q128>(p.key.size(), 0),
-              std::vector<Q128>(p.value.size(), 0)};
+              std::vector<Q128>(p.value.size(), 0), std::vector<Q128>(p.mask.size(), 0)};
   const Q128 sigma = 1 / sqrtq(static_cast<Q128>(p.E));
   for (std::size_t row = 0; row < p.batch * p.q_heads * p.L; ++row) {
     const RowIndex r = row_index(p, row);
@@ -87,6 +89,7 @@ Gradients reference(const TensorProblem& p, const std::vector<double>& dout) {
       Q128 dp = 0;
       for (std::size_t c = 0; c < p.Ev; ++c) dp += static_cast<Q128>(d(c)) * v(keys[t], c);
       const Q128 dS = P[t] * (dp - D);
+      g.dmask[mask_offset(p, r.b, r.h, r.i, keys[t])] += dS;  // the mask [Hq, L, S] broadcasts over B
       for (std::size_t c = 0; c < p.E; ++c) {
         g.dq[tensor_index(p, p.q_heads, p.L, p.E, r.b, r.h, r.i, c)] += sigma * dS * k(keys[t], c);
         g.dk[tensor_index(p, p.kv_heads, p.S, p.E, r.b, kv, keys[t], c)] += sigma * dS * q(c);
@@ -118,6 +121,7 @@ TEST(TensorBackward, EnclosuresHoldTheQuadPrecisionGradients) {
       expect_holds(g.dq, exact.dq, "dq");
       expect_holds(g.dk, exact.dk, "dk");
       expect_holds(g.dv, exact.dv, "dv");
+      expect_holds(g.dmask, exact.dmask, "dmask");
     }
 }
 
@@ -153,6 +157,17 @@ TEST(TensorBackward, GradientsAreTheForwardsDerivatives) {
     EXPECT_NEAR(g.dk[n].head, central_difference(p, &TensorProblem::key, n, dout), 1e-8) << "dk[" << n << "]";
   for (std::size_t n = 0; n < p.value.size(); n += 3)
     EXPECT_NEAR(g.dv[n].head, central_difference(p, &TensorProblem::value, n, dout), 1e-8) << "dv[" << n << "]";
+  // The additive mask's (summed over the batch it broadcasts across); a -inf element's is 0.
+  std::size_t finite = 0;
+  for (std::size_t n = 0; n < p.mask.size(); n += 2) {
+    if (p.mask[n] == -HUGE_VAL) {
+      EXPECT_EQ(g.dmask[n].head, 0.0) << "dmask[" << n << "]";
+      continue;
+    }
+    ++finite;
+    EXPECT_NEAR(g.dmask[n].head, central_difference(p, &TensorProblem::mask, n, dout), 1e-8) << "dmask[" << n << "]";
+  }
+  EXPECT_GT(finite, 20u);
 }
 
 TEST(TensorBackward, ConservationAndRowsWithoutKeys) {

@@ -450,6 +450,142 @@ TEST(TensorBackwardCertify, BadArgumentsAreRefusedByName) {
   EXPECT_EQ(r.out->failures.at(0).reason, "NaN");
 }
 
+// The additive mask's gradient (Step B10) on every broadcast kind: the full [B, Hq, L, S] (with a row
+// that sees no key), [L, S] and [B, 1, L, S] (summed over heads), [1, Hq, 1, S] (over queries), and
+// [L, 1] (over keys: Σ_j dS_ij = 0, so the exact gradient is 0 and the kernel's is rounding noise),
+// -inf elements, causal and key lengths.
+std::vector<Case> mask_cases(DType dtype) {
+  std::vector<Case> out;
+  const std::vector<std::vector<std::size_t>> shapes = {{2, 4, 9, 13}, {9, 13}, {2, 1, 9, 13}, {1, 4, 1, 13}, {9, 1}};
+  std::uint64_t seed = 40;
+  for (const auto& shape : shapes) {
+    for (Data data : {Data::gaussian, Data::ties, Data::positive}) {
+      Shape s;
+      s.dtype = dtype, s.data = data, s.batch = 2, s.q_heads = 4, s.kv_heads = 2, s.L = 9, s.S = 13;
+      s.causal = data == Data::ties ? Causal::bottom_right : Causal::none, s.key_lengths = data == Data::positive;
+      Case c = make_case(s, seed);
+      std::mt19937_64 random(seed++);
+      std::normal_distribution<double> normal(0, 1);
+      std::uniform_int_distribution<int> coin(0, 4);
+      TensorProblem& p = c.problem;
+      p.mask_kind = TensorMask::additive, p.mask_shape = shape, p.mask.clear();
+      std::size_t size = 1;
+      for (std::size_t d : shape) size *= d;
+      for (std::size_t n = 0; n < size; ++n) {
+        const bool row_masked = shape.size() == 4 && shape[3] > 1 && n / shape[3] == 1;  // row 1 of head 0
+        p.mask.push_back(row_masked || (shape.back() > 1 && coin(random) == 0) ? -HUGE_VAL
+                                                                               : round_to(dtype, normal(random)));
+      }
+      c.name += " mask [" + std::to_string(shape[0]);
+      for (std::size_t k = 1; k < shape.size(); ++k) c.name += "," + std::to_string(shape[k]);
+      c.name += "]";
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+BackwardReport certify_with_mask(const Case& c, const BackwardRun& run, const char* profile,
+                                 std::optional<std::size_t> rows = std::nullopt) {
+  CertifyOptions o = options_for(profile);
+  o.rows = rows;
+  return certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, o, forward_of(run), run.dmask);
+}
+
+TEST(TensorBackwardCertify, TheMaskGradientOfCorrectKernelsPasses) {
+  for (const Kernel& kernel : correct_kernels()) {
+    double worst = 0;
+    for (const Case& c : mask_cases(kernel.dtype)) {
+      const BackwardRun run = kernel.run(c);
+      const BackwardReport report = certify_with_mask(c, run, kernel.profile);
+      ASSERT_TRUE(report.dmask.has_value());
+      EXPECT_TRUE(report.passed) << kernel.name << " on " << c.name << "\n" << report.summary();
+      EXPECT_EQ(report.dmask->rows_checked, report.dmask->rows_total) << c.name;
+      worst = std::max(worst, report.dmask->max_band_usage);
+    }
+    EXPECT_GT(worst, 0) << kernel.name;
+    std::printf("correct dmask %-22s profile %-9s worst band usage %.3g\n", kernel.name.c_str(), kernel.profile, worst);
+  }
+}
+
+TEST(TensorBackwardCertify, MaskGradientMutantsAreCaught) {
+  struct MaskMutant {
+    std::string name;
+    std::function<void(BackwardChoices&)> set;
+    bool heads_broadcast_only = false, masked_rows_only = false, exact_zero_invisible = false;
+  };
+  const std::vector<MaskMutant> zoo = {
+      {"dmask = scale * dS", [](BackwardChoices& c) { c.dmask_scaled = true; }, false, false, true},
+      {"dmask from the first head", [](BackwardChoices& c) { c.dmask_first_head = true; }, true, false, true},
+      {"dmask = P * dP (no D)", [](BackwardChoices& c) { c.dmask_no_D = true; }},
+      {"NaN for a fully masked row", [](BackwardChoices& c) { c.nan_masked_rows = true; }, false, true},
+  };
+  std::printf("%-34s %-8s %s\n", "dmask mutant (fp32 flash kernel)", "caught", "worst band usage");
+  for (const MaskMutant& m : zoo) {
+    BackwardChoices choices;
+    m.set(choices);
+    std::size_t caught = 0, applicable = 0;
+    double worst = 0;
+    for (const Case& c : mask_cases(DType::fp32)) {
+      const std::vector<std::size_t>& shape = c.problem.mask_shape;
+      const bool over_keys = shape.back() == 1, over_heads = shape.size() < 3 || shape[shape.size() - 3] == 1;
+      // Scaling or dropping terms of an exact zero (a mask broadcast over keys: Σ_j dS_ij = 0) changes
+      // nothing visible.
+      if (m.exact_zero_invisible && over_keys) continue;
+      if (m.heads_broadcast_only && !over_heads) continue;
+      if (m.masked_rows_only && !(shape.size() == 4 && shape[3] > 1)) continue;
+      ++applicable;
+      const BackwardRun run = testing_support::backward_kernel<float>(c.problem, c.dout, choices);
+      const BackwardReport report = certify_with_mask(c, run, "fp32");
+      const bool hit = !report.dmask->passed;
+      caught += hit ? 1 : 0;
+      if (!hit) ADD_FAILURE() << m.name << " not caught on " << c.name << "\n" << report.summary();
+      worst = std::max(worst, report.dmask->max_band_usage);
+    }
+    std::printf("%-34s %zu/%-6zu %.3g\n", m.name.c_str(), caught, applicable, worst);
+    EXPECT_GT(applicable, 0u) << m.name;
+  }
+}
+
+TEST(TensorBackwardCertify, TheMaskGradientIsSampledAndCheckedEverywhere) {
+  const std::vector<Case> problems = mask_cases(DType::fp32);
+  const Case& c = problems.at(0);  // the full mask, row 1 of head 0 without keys
+  const BackwardRun run = testing_support::backward_kernel<float>(c.problem, c.dout, {});
+  const BackwardReport sampled = certify_with_mask(c, run, "fp32", 8);
+  EXPECT_TRUE(sampled.passed) << sampled.summary();
+  EXPECT_EQ(sampled.dmask->rows_checked, 8u);  // one query row per mask row: ⌈8 / 1⌉
+  EXPECT_EQ(sampled.dmask->rows_total, 2u * 4 * 9);
+  // A gradient where the mask is -inf (no key takes part) must be exactly zero, whether sampled or not.
+  std::size_t masked = 0;
+  while (c.problem.mask.at(masked) != -HUGE_VAL) ++masked;
+  BackwardRun moved = run;
+  moved.dmask[masked] = 1e-30;
+  const BackwardReport r = certify_with_mask(c, moved, "fp32", 2);
+  ASSERT_FALSE(r.passed);
+  EXPECT_TRUE(r.dq.passed && r.dk.passed && r.dv.passed);
+  EXPECT_EQ(r.dmask->failures.at(0).reason, "masked element's gradient not zero");
+  const std::size_t S = c.problem.S, L = c.problem.L, H = c.problem.q_heads;
+  EXPECT_EQ(r.dmask->failures.at(0).index,
+            (std::array<std::size_t, 4>{masked / (S * L * H), masked / (S * L) % H, masked / S % L, masked % S}));
+  // A finite element moved by a few bands fails, named.
+  std::size_t open = 0;
+  while (c.problem.mask.at(open) == -HUGE_VAL) ++open;
+  moved = run;
+  moved.dmask[open] += 1e-3;
+  const BackwardReport all = certify_with_mask(c, moved, "fp32");
+  ASSERT_FALSE(all.dmask->passed);
+  EXPECT_EQ(all.dmask->failures.at(0).reason, "outside band");
+  // A mask gradient needs an additive mask and the mask's size.
+  const Case plain = make_case(Shape{}, 3);
+  const BackwardRun plain_run = testing_support::backward_kernel<float>(plain.problem, plain.dout, {});
+  EXPECT_THROW((void)certify_backward(plain.problem, plain.dout, plain_run.dq, plain_run.dk, plain_run.dv,
+                                      options_for("fp32"), {}, plain_run.dq),
+               ContractError);
+  std::vector<double> short_mask(run.dmask.begin(), run.dmask.end() - 1);
+  EXPECT_THROW((void)certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, options_for("fp32"), {}, short_mask),
+               ContractError);
+}
+
 }  // namespace
 }  // namespace attn::verify
 
