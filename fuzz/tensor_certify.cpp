@@ -6,9 +6,9 @@
 // fails both tiers (the statistical band is never wider) and names that element; the exact LSE
 // rounded to fp32 passes certify_lse and one row's moved by twice its band fails naming that row;
 // for a drawn dout, the exact gradients rounded once to their tensors' formats (an additive mask's
-// too) pass certify_backward (with that forward given and without, every declared algorithm, all
-// rows and a sample) and one dq element moved by twice its band fails naming it; nothing crashes,
-// nothing is NaN in a verdict.
+// too) pass both tiers of certify_backward (with that forward given and without, every declared
+// algorithm, all rows and a sample) and one dq element moved by twice its band fails naming it;
+// nothing crashes, nothing is NaN in a verdict.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -156,7 +156,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       given.algorithm = algorithm;
       for (const CertifyOptions* o : {&options, &sampled}) {
         const BackwardReport backward = certify_backward(p, dout, dq, dk, dv, *o, given, dmask);
-        require(backward.passed, "the exactly rounded gradients pass", backward.summary());
+        bool tiers = backward.passed;
+        for (const TensorReport* r : {&backward.dq, &backward.dk, &backward.dv})
+          tiers = tiers && r->certified.passed && r->statistical.passed &&
+                  r->statistical.max_band_usage >= r->certified.max_band_usage;
+        if (backward.dmask) tiers = tiers && backward.dmask->certified.passed && backward.dmask->statistical.passed;
+        require(tiers, "the exactly rounded gradients pass both tiers", backward.summary());
       }
     }
     if (!with_keys.empty()) {  // one dq element moved by twice its band fails, naming it

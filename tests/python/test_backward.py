@@ -151,6 +151,22 @@ def test_a_numpy_flash_backward_passes_and_one_without_the_scale_in_dq_fails():
         attncheck.assert_attention_grads_close(*bad[:3], q, k, v, dout)
 
 
+def test_the_statistical_tier_is_narrower_and_a_numpy_flash_backward_passes_it():
+    rng = np.random.default_rng(4)
+    q, k, v, dout = (rng.standard_normal(shape).astype(np.float32)
+                     for shape in ((1, 2, 8, 64), (1, 2, 1024, 64), (1, 2, 1024, 64), (1, 2, 8, 64)))
+    dq, dk, dv, out, lse = flash_backward(q, k, v, dout)
+    kw = dict(out=out, lse=lse, algorithm="flash")
+    certified = attncheck.check_attention_backward(dq, dk, dv, q, k, v, dout, **kw)
+    statistical = attncheck.check_attention_backward(dq, dk, dv, q, k, v, dout, tier="statistical", **kw)
+    assert certified.passed and statistical.passed, str(statistical)
+    assert statistical.dq.tier == "statistical" and statistical.dq.statistical_lambda > 0
+    # The same elements, a narrower band: a larger usage (the sums over 1024 keys add in quadrature).
+    assert statistical.dq.max_band_usage > 3 * certified.dq.max_band_usage
+    assert all(statistical.reports[name].max_band_usage >= certified.reports[name].max_band_usage
+               for name in ("dq", "dk", "dv"))
+
+
 def test_indices_follow_each_tensors_rank_and_dk_rows_are_key_rows():
     rng = np.random.default_rng(1)
     q, k, v, dout = (rng.standard_normal(shape).astype(np.float32) for shape in ((7, 8), (5, 8), (5, 3), (7, 3)))

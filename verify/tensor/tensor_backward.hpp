@@ -84,7 +84,9 @@ struct BackwardReport {
 /// Every element is checked finite, and zero where it must be (a row without keys, a key no query
 /// sees). Enclosures are decided to δ/1000: a fast double pass, else the MPFI gradients at 128 bits
 /// and more (problems up to kMpfiWork; larger ones are judged on the fast enclosures, counted as
-/// capped). One tier: the statistical verdict uses the certified band. Throws ContractError when
+/// capped). Both tiers: the statistical band (Steps SB1-SB5: the sums' additions, the math path's
+/// normalization and D, and with GradientAlgorithm::flash the terms' own roundings taken under Model S)
+/// is never wider than the certified one; options.tier decides. Throws ContractError when
 /// validate or validate_backward fails, or a gradient's size does not match. dq is judged in dtype, dk
 /// and dv in kv_format.
 ///

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -109,6 +110,64 @@
 //   keeps O in storage: give that) is judged against the given one. Size: δ grows like n·u in the sums
 //   (worst case, as the forward's certified tier), and (M)'s normalization adds n·u to every weight.
 //
+// Statistical tier. Model S of the forward (tensor_band.cpp): every rounding's relative error an
+// independent mean-zero variable, |δ| <= u (u_s into storage), except that operations the analysis
+// cannot tell apart repeat their error: a block of them is one variable. Blocks (single linkage of
+// overlapping intervals): a term's score roundings repeat across terms whose weights may be equal
+// (the weight's enclosure widened by e^{±e_ij}: equal operands give equal weights); its dP's across
+// equal dP enclosures widened by ε^P; its own roundings and its addition (a repeated addend) across
+// terms in both blocks at once (counted as the smaller of the two, an upper bound). Taken statistically: the parts of δ that grow with n (SB1-SB4), and
+// for a declared FlashAttention backward the terms' own roundings (SB5); everything else stays at
+// its worst case (the stored LSE's and D's errors, which do not average out, every exp, the
+// argument's formation, the scale, the subnormal parts):
+// Step SB1 (a sum's additions). A sum of n terms x_j, computed in any order, has n - 1 additions,
+//   each rounding its result s_r with |s_r| <= H: H := (1 + γ_F) max(Σ_j x_j^+, Σ_j x_j^-) over the
+//   terms' bounds on the whole error cube (any subset is a partial sum), F the term's other
+//   roundings. f(δ) is multilinear in the additions' δ: f - f(0) = Σ_r δ_r ∂_r f(0) + R₂ with
+//   |R₂| <= (γ_{n-1} - (n-1)u) Σ_j |x_j| and |∂_r f| <= H (1 + γ_{n-1}) on the cube. McDiarmid's
+//   inequality over the blocks B of the additions (n_B of them, one variable of bounded difference
+//   2u n_B H (1 + γ_{n-1})) gives, with
+//   probability >= 1 - 2 exp(-λ²/2),
+//   |f - f(0)| <= λ u √(Σ_B n_B²) H (1 + γ_{n-1}) + (γ_{n-1} - (n-1)u) Σ_j |x_j|        (A_n)
+//   (E f - f(0) = E R₂: the first order has mean zero). The terms' own errors are taken at f(0)
+//   (conditionally on them the additions' δ are still independent and mean zero).
+// Step SB2 (the gradients, B6, B7, B10). γ_{n+F} Σ μ |f| becomes γ_F Σ μ |f| + A_n with x_j = μ_j f_j,
+//   F = c_σ + 3 + c_v for dQ and dK (the product, the scale's c_σ + 2, a conversion), 2 + c_v for dV
+//   and dβ. H: the terms' positive and negative parts from their enclosures ± (radius + certified error).
+// Step SB3 (the math path's normalization, B2). ℓ̂ = Σ ê_j: -log1p(-γ_{n+1}) in Θ^M becomes
+//   -log1p(-ν) - log1p(-γ_2) with ν the relative (A_n) for positive terms (H = Σ ê_j (1 + γ_{n-1}), so
+//   ν = λ u √(Σ_B n_B²) (1 + γ_{n-1})² + γ_{n-1} - (n-1)u), the division and one more rounding at their
+//   worst; blocks by the weights' enclosures widened by e^{±x_j} (keys whose exps may coincide).
+// Step SB4 (the math path's D, B4). D̃ = fl(Σ_j P̃_j dP̃_j): γ_{n+1} Σ_j P̄_j (|dP_j| + ε^P_j) becomes
+//   γ_2 times it plus (A_n) with H = (1 + γ_2) Σ_j P̄_j (|dP_j| + ε^P_j) (no sign taken), blocks as SB3.
+// Step SB5 (GradientAlgorithm::flash, scores neither in storage nor read pre-scaled: the terms do
+//   not share a normalization, and each P̃_ij = exp(ŝ_ij - ℓ̂_i), dP̃_ij and dS̃_ij is its own). For a
+//   term x̃_j (dS, or P for dV) the worst case keeps θ^w = Δ_i + g_p (R + e + |ℓ| + Δ) + η' + h (h the
+//   score error's subnormal part), π^w = P expm1(θ^w) + λ, and for dS ω = π^w â + P̄ (d + 2 Ev λ) + λ
+//   (+ h_s (â + 1) with P and dS in storage), â := |dP - D| + ε^P + d >= |dP̃ - D̃|; the rest is
+//   first order in its own roundings plus a second-order part: with ρ := e (bounding the score's own
+//   shift z), η := ε^P / â, m := 4 own roundings (subtraction, product, P and dS to storage) of unit
+//   u_m, the remainder of P e^{θ^w + z} (Y + y) Π(1 + δ) beyond its linear part is at most
+//   P̄ â [(expm1(ρ) - ρ)(1 + γ_m) + ρ (η + γ_m)(1 + γ_m) + η γ_m + γ_m - m u_m] + P̄ (γ_{n_P} - n_P u) A^P
+//   (dV: P̄ [(expm1(ρ) - ρ)(1 + u_s) + ρ u_s]). The bounded differences (over u, sup on the cube):
+//   the score's n_s = 3E + 2 roundings (as the forward's S1: partial results <= R + e, ∂x̃/∂ŝ = x̃)
+//   (R + e) μ each (exp's error a fixed unknown within η' of each term, as in the forward's Model S,
+//   not a function of the δ's); dP's n_P = 2Ev - 1 + 2Ev c_v roundings A^P (1 + γ_Ev) P̄ (1 + u)² (1 + u_s)²;
+//   the own ones P̄ â (1 + u)² (1 + u_s)² (two in u, two in u_s with storage); dV: (R + e) P̄ and
+//   u_s P̄. Every difference times |f_j| and G = 1 + γ_{n-1+F} (the additions and roundings after the
+//   term). A block's variable has difference at most Σ_{j in B} C_j, and (Σ_B C_j)² <= n_B Σ_B C_j²
+//   (Cauchy-Schwarz), so V_c := Σ_j f_jc² G² (n^S_j s_j² + n^P_j p_j² + n^T_j o_j²) u², and with
+//   SB1's additions in the same McDiarmid sum:
+//   δ_S = σ [(1 + γ_{c_σ+2}) Σ_j (ω_j + R₂_j) |f_j| + γ_F Σ μ |f| + λ √(V_c + A_spread²) + A_second] + flush,
+//   then B6-B8's storage terms as the certified band's.
+// SB3 and SB4 are one event per query row, SB2 and SB5 one per element: λ makes 2 N exp(-λ²/2) = α for N
+// the elements of every gradient plus two per query row (a union bound over all of them, so each
+// report's false alarm probability is at most α). A statistical δ above the certified one is cut
+// to it. What the tier is worth: the sums' n u becomes about λ √n u; the math path's normalization
+// and D likewise; with SB5 the terms' own errors add in quadrature. Still worst case: every addition's
+// partial sum is bounded by H (any order), about half of Σ |x_j| where the exact sum cancels to √n of
+// a term: a declared summation order (as the forward's KernelStructure) would narrow it further.
+//
 // The oracle. The enclosures come from the forward oracle's rows (enclose_row_fast, else MPFI at 64
 // bits): ℓ_i and O_i enclosed, D_i = dO_i · O_i, P_ij (dQ: the row's weights; dK, dV: e^{s_ij - ℓ_i}
 // from the score's enclosure and ℓ_i's), dP_ij and dS_ij = P_ij (dP_ij - D_i) in outward-rounded
@@ -125,9 +184,11 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kSafety = 1 + 0x1p-20;
+constexpr double kStagnation = 8;  // Step SB1: an addend below kStagnation·u of its partial sum may stagnate
 
 Interval subtract(Interval a, Interval b) { return add(a, {-b.hi, -b.lo}); }
 double magnitude(Interval a) { return std::max(std::fabs(a.lo), std::fabs(a.hi)); }
+double mignitude(Interval a) { return a.lo > 0 ? a.lo : a.hi < 0 ? -a.hi : 0.0; }  // min |x| over a
 
 // The arithmetic's constants (the derivation's units).
 struct Units {
@@ -137,7 +198,75 @@ struct Units {
   bool intermediates = false, q_storage = false;
   double side_scale = 1;  // max(1, σ, √σ): the factor on a pre-scaled side's subnormal roundings
   bool flash = true, math = true;  // the algorithms the band covers (GradientAlgorithm)
+  double lambda_s = 0;             // the statistical tier's λ (Step SB1)
+  bool random_terms = false;       // Step SB5's route: FlashAttention's backward declared, plain scores
 };
+
+// Upper bounds of expm1(θ) and of expm1(θ) - θ for θ >= 0, without libm on the small arguments of
+// the bands: for θ <= 1/2, Σ_{k>=2} θ^k/k! = θ²/2 (1 + θ/3 + θ²/12 + ...) <= θ²/2 (1 + θ) <= θ², so
+// expm1(θ) <= θ (1 + θ); libm's expm1 (within an ulp, which kSafety covers) above.
+double expm1_up(double theta) { return (theta <= 0.5 ? theta * (1 + theta) : std::expm1(theta)) * kSafety; }
+double expm1_second_up(double theta) {
+  return (theta <= 0.5 ? 0.5 * theta * theta * (1 + theta) : std::expm1(theta) - theta) * kSafety;
+}
+
+// γ_m - m u (the second-order part of m roundings), rounded up.
+double second_order(double m, double unit) {
+  const double x = m * unit;
+  return x < 0.5 ? x * x / (1 - x) * kSafety : kInf;
+}
+
+// Step SB1 (A_n) in two parts: the additions' bounded difference u √(Σ_B n_B²) H (1 + γ_{n-1}) (under
+// λ's square root with the other random variables) and the second-order part (γ_{n-1} - (n-1)u) mag,
+// for a sum of n terms whose partial sums are at most H, Σ_B n_B² = `squares`, Σ |x_j| = `mag`.
+struct Additions {
+  double spread = 0, second = 0;
+};
+Additions additions_of(const Units& u, double n, double squares, double H, double mag) {
+  if (n < 2) return {};
+  return {u.u * std::sqrt(squares) * H * (1 + gamma_bound(n - 1, u.u)) * kSafety, second_order(n - 1, u.u) * mag};
+}
+
+// Step SB5 (FlashAttention's backward declared, the plain route): one term's parts. `worst` and
+// `second` join the statistical error sum (times |f|); score, dp and own are the square roots of
+// the sums of squared bounded differences (over u) of its score's, its dP's and its own roundings
+// (times |f|, their blocks' sizes and G in finish: square roots, so that tiny values do not
+// underflow when squared).
+struct RandomTerm {
+  double worst = 0, second = 0, score = 0, dp = 0, own = 0;
+  double common = 0;  // the bounded difference of the shared side's roundings, per component (Minkowski)
+};
+
+// A term's Model S blocks: its score roundings' (the scaled dot product's enclosure widened by the
+// score's error), its computed weight's (P's enclosure widened by its certified error π) and its dP's.
+struct TermBlocks {
+  Interval dot{0, 0}, weight{0, 0}, dp{0, 0};
+};
+
+// Model S's blocks: operations on equal operands repeat their errors, and so do operations on
+// computed values that may coincide. An interval widened by its error covers every computed value.
+Interval widened(Interval x, double e) { return {x.lo - e, x.hi + e}; }
+
+// Each element's block size n_B from its block id (ids 0, 1, ..., as overlap_blocks numbers them).
+std::vector<double> block_sizes(const std::vector<std::size_t>& id) {
+  std::vector<double> count(id.size(), 0.0), size(id.size());
+  for (std::size_t b : id) count[b] += 1;
+  for (std::size_t k = 0; k < id.size(); ++k) size[k] = count[id[k]];
+  return size;
+}
+
+// √(Σ_k x_k²) for non-negative x_k, rounded up, without the squares' underflow or overflow.
+double root_sum_squares(std::initializer_list<double> xs) {
+  double top = 0;
+  for (double x : xs) {
+    if (std::isnan(x)) return kInf;
+    top = std::max(top, x);
+  }
+  if (!(top > 0) || !std::isfinite(top)) return top;
+  double sum = 0;
+  for (double x : xs) sum += (x / top) * (x / top);
+  return top * std::sqrt((sum + 0x1p-1070) * kSafety) * kSafety;
+}
 
 // The format a gradient is stored in (dQ: the query's, dK and dV: K's and V's).
 struct OutputFormat {
@@ -148,8 +277,17 @@ OutputFormat output_format(DType dtype, const Units& units) {
   return {unit_roundoff(dtype), half_smallest_subnormal(dtype), unit_roundoff(dtype) > units.u};
 }
 
-Units units_of(const TensorProblem& p, const Arithmetic& a, GradientAlgorithm algorithm) {
+// The statistical tier's λ: one union bound over every gradient element (an additive mask's counted
+// whether or not its gradient is given) and two events per query row (SB3, SB4).
+double backward_lambda(const TensorProblem& p, double alpha) {
+  const std::size_t rows = p.batch * p.q_heads * p.L, keys = p.batch * p.kv_heads * p.S;
+  const std::size_t mask = p.mask_kind == TensorMask::additive ? p.mask.size() : 0;
+  return statistical_lambda(alpha, rows * p.E + keys * (p.E + p.Ev) + mask + 2 * rows);
+}
+
+Units units_of(const TensorProblem& p, const Arithmetic& a, GradientAlgorithm algorithm, double lambda) {
   Units u;
+  u.lambda_s = lambda;
   const DType kv = a.kv_storage.value_or(a.storage);
   u.u = unit_roundoff(a.compute);
   u.lambda = smallest_normal(a.compute);
@@ -169,6 +307,7 @@ Units units_of(const TensorProblem& p, const Arithmetic& a, GradientAlgorithm al
   u.side_scale = std::max({1.0, sigma, std::sqrt(sigma)});
   u.flash = algorithm != GradientAlgorithm::math;
   u.math = algorithm != GradientAlgorithm::flash;
+  u.random_terms = !u.math && !u.intermediates && !u.q_storage && u.c_v == 0;
   return u;
 }
 
@@ -179,6 +318,7 @@ struct RowStats {
   Interval D{0, 0};    // D_i
   double abs_lse = 0, delta = 0, d = 0;
   double P = 0, x_max = 0, log_norm = 0;  // (M): max_j (R + e), max_j x_j, -log1p(-γ_{n+1})
+  double log_norm_s = 0, d_s = 0;         // the statistical tier's log_norm (SB3) and d (SB4)
   double abs_query = 0;                   // Σ_c |q_c| (query_in_storage)
 };
 
@@ -187,11 +327,15 @@ struct Weight {
   double pi = 0;    // >= |P̃ - P|
   double used = 0;  // >= |P̃|
 };
-double theta_of(const Units& u, const RowStats& r, double R, double e) {
+double theta_of(const Units& u, const RowStats& r, double R, double e, bool statistical = false) {
   const double fa = u.flash ? e + r.delta + u.g_piece * (R + e + r.abs_lse + r.delta) + u.eta_prime : 0.0;
   const double x = e + u.g_piece * (R + e + r.P) + u.eta_prime;
-  return std::max(fa, u.math ? x + r.x_max + r.log_norm : 0.0);
+  const double math = u.math ? x + r.x_max + (statistical ? r.log_norm_s : r.log_norm) : 0.0;
+  if (!(fa >= 0) || !(math >= 0)) return kInf;  // a NaN anywhere: no bound
+  return std::max(fa, math);
 }
+// -log1p(-γ) for the normalization's γ: +inf once γ >= 1 (no bound; log1p would give NaN).
+double log_norm_of(double g) { return g < 1 ? -std::log1p(-g) : kInf; }
 
 // Step B4 (M): key j's share of d_math, from its weight's error, |dP_j| <= abs_dp and ε^P_j (and the
 // product dO·P rounded to storage first, as PyTorch's CUDA softmax backward does, when intermediates
@@ -201,6 +345,34 @@ double d_math_term(const Units& u, const Weight& w, double abs_dp, double e_p, d
   if (u.intermediates) term += u.u_s * w.used * (abs_dp + e_p) + u.h_s;
   return term;
 }
+// P's enclosure widened by e^{±x} (for x <= 1/2: e^{-x} >= 1 - x, e^{x} <= 1 + x (1 + x)); above, all.
+Interval exp_widened(Interval P, double x) {
+  if (!(x <= 0.5)) return {0, kInf};
+  return {P.lo * (1 - x) * (1 - 0x1p-50), P.hi * (1 + x * (1 + x)) * (1 + 0x1p-50)};
+}
+
+// Step B4 (M) summed over a row's keys, in both tiers (SB4); SB3's blocks (each key's weight
+// enclosure widened by e^{±x_j}: keys whose computed exps may coincide) and stagnation (the exps
+// that may be below kStagnation u of the sum, relative to it: Σ min(P̄_j, τ)); SB4's terms' bounds.
+struct MathRow {
+  double d = 0, d_s = 0, mag = 0;  // Σ of B4's terms with γ_{n+1}, with γ_2 (SB4), Σ P̄ (|dP| + ε^P)
+  double stagnant = 0;             // SB3: Σ over the exps that may stagnate of min(P̄_j e^{x_j}, τ)
+  std::vector<double> lo, hi, term_lo, term_hi;
+  void add(const Units& u, const Weight& w, double abs_dp, double abs_dp_lo, double e_p, double g_n, Interval P,
+           double x) {
+    d += d_math_term(u, w, abs_dp, e_p, g_n);
+    if (!u.math) return;
+    d_s += d_math_term(u, w, abs_dp, e_p, u.g2);
+    mag += w.used * (abs_dp + e_p);
+    const Interval block = exp_widened(P, x);
+    lo.push_back(block.lo), hi.push_back(block.hi);
+    const double tau = 2.25 * kStagnation * u.u;  // (1 + γ_{n-1})² <= 2.25 while ν < 1/2
+    if (block.lo < tau) stagnant += std::min(block.hi, tau);
+    term_lo.push_back(std::max(0.0, std::max(0.0, P.lo - w.pi) * (abs_dp_lo - e_p)));
+    term_hi.push_back(w.used * (abs_dp + e_p));
+  }
+};
+
 // From expm1(Θ) of the key (or a larger one).
 Weight weight_of(const Units& u, double P_hi, double expm1_theta) {
   Weight w;
@@ -220,40 +392,75 @@ double dp_error(const Units& u, std::size_t Ev, const DotEnclosure& dp) {
   return dp_error(u, Ev, magnitude(dp.value), dp.abs_upper);
 }
 
-// Step B5: dS enclosed, its error and magnitude bounds.
+// Step B5: dS enclosed, its error (certified, and statistical from SB3-SB4's weight and d) and its
+// magnitude bound.
 struct Ds {
   Interval value;
-  double err = 0, mag = 0;
+  double err = 0, err_s = 0, mag = 0;
 };
-Ds ds_of(const Units& u, Interval P, const Weight& w, const DotEnclosure& dp, double e_dp, const RowStats& r) {
-  const Interval a = subtract(dp.value, r.D);
-  const double abs_a = magnitude(a), e_a = e_dp + r.d;
+double ds_error(const Units& u, Interval P, double abs_a, const Weight& w, double abs_dp, double e_dp, Interval D,
+                double d) {
+  const double e_a = e_dp + d;
   double err = w.pi * abs_a + w.used * e_a + u.g2 * w.used * (abs_a + e_a) + u.lambda;
   // PyTorch's CUDA softmax backward rounds dP·P to storage before subtracting P·D (rounded in compute).
-  if (u.intermediates) err += u.u_s * w.used * (magnitude(dp.value) + e_dp) + u.h_s + u.u * w.used * (magnitude(r.D) + r.d);
+  if (u.intermediates) err += u.u_s * w.used * (abs_dp + e_dp) + u.h_s + u.u * w.used * (magnitude(D) + d);
   if (u.p_storage) err += u.u_s * (P.hi * abs_a + err) + u.h_s;
-  return {multiply(P, a), err, P.hi * abs_a + err};
+  return err;
+}
+Ds ds_of(const Units& u, Interval P, const Weight& w, const Weight& w_s, const DotEnclosure& dp, double e_dp,
+         const RowStats& r) {
+  const Interval a = subtract(dp.value, r.D);
+  const double abs_a = magnitude(a), abs_dp = magnitude(dp.value);
+  const double err = ds_error(u, P, abs_a, w, abs_dp, e_dp, r.D, r.d);
+  const double err_s = std::min(err, ds_error(u, P, abs_a, w_s, abs_dp, e_dp, r.D, r.d_s));
+  return {multiply(P, a), err, err_s, P.hi * abs_a + err};
 }
 
 // One gradient row's sums over its terms x·f_c (x = dS or P, f = a key, query or dout row).
+// Per column: the midpoint sum, Σ |mid·f|, the radii, the terms' certified and statistical errors,
+// their magnitude bounds, and the positive and negative parts of the computed terms (Step SB1's H);
+// per term, x's enclosure widened by its error (Model S's blocks).
 struct GradientSums {
-  std::vector<double> mid, abs, rad, err, mag;
+  std::vector<double> mid, abs, rad, err, err_s, mag, pos, neg;
+  std::vector<double> common;                                          // Step SB5: Σ_j common_j |f_jc|
+  std::vector<double> dot_lo, dot_hi, weight_lo, weight_hi, dp_lo, dp_hi;  // per term: its TermBlocks
+  std::vector<const double*> term_f;                                    // per term: f, x's midpoint and
+  std::vector<double> term_mid, term_spread;                            // spread (SB1's stagnation)
   double total_mag = 0;  // Σ of the terms' magnitude bounds μ
   std::size_t terms = 0;
+  // Step SB5: per term, its factor row f and RandomTerm (empty unless every term has one).
+  std::vector<const double*> own_f;
+  std::vector<RandomTerm> own;
   explicit GradientSums(std::size_t width)
-      : mid(width, 0.0), abs(width, 0.0), rad(width, 0.0), err(width, 0.0), mag(width, 0.0) {}
-  void add(const double* f, Interval x, double x_err, double x_mag) {
+      : mid(width, 0.0), abs(width, 0.0), rad(width, 0.0), err(width, 0.0), err_s(width, 0.0), mag(width, 0.0),
+        pos(width, 0.0), neg(width, 0.0), common(width, 0.0) {}
+  void add(const double* f, Interval x, double x_err, double x_err_s, double x_mag, const TermBlocks& blocks,
+           const RandomTerm* random = nullptr) {
+    if (random) {
+      x_err_s = std::min(x_err, random->worst + random->second);
+      own_f.push_back(f), own.push_back(*random);
+    }
     const double m = std::clamp(0.5 * x.lo + 0.5 * x.hi, x.lo, x.hi);
     const double r = std::max(next_up(x.hi - m), next_up(m - x.lo));
+    const double spread = r + x_err;  // the computed x lies within m ± spread
     const std::size_t width = mid.size();
     for (std::size_t c = 0; c < width; ++c) {
-      const double fc = f[c], a = std::fabs(fc);
-      mid[c] += m * fc;
-      abs[c] += std::fabs(m * fc);
+      const double fc = f[c], a = std::fabs(fc), t = m * fc;
+      mid[c] += t;
+      abs[c] += std::fabs(t);
       rad[c] += r * a;
       err[c] += x_err * a;
+      err_s[c] += x_err_s * a;
       mag[c] += x_mag * a;
+      pos[c] += std::max(0.0, t) + spread * a;
+      neg[c] += std::max(0.0, -t) + spread * a;
     }
+    if (random)
+      for (std::size_t c = 0; c < width; ++c) common[c] += random->common * std::fabs(f[c]);
+    dot_lo.push_back(blocks.dot.lo), dot_hi.push_back(blocks.dot.hi);
+    weight_lo.push_back(blocks.weight.lo), weight_hi.push_back(blocks.weight.hi);
+    dp_lo.push_back(blocks.dp.lo), dp_hi.push_back(blocks.dp.hi);
+    term_f.push_back(f), term_mid.push_back(m), term_spread.push_back(spread);
     total_mag += x_mag;
     ++terms;
   }
@@ -273,9 +480,23 @@ struct CertifiedRow {
   std::array<std::size_t, 3> index{};  // (b, head, position)
   std::vector<Interval> exact;
   std::vector<FineEnclosure> fine;
-  std::vector<double> band;
+  std::vector<double> band, band_s;  // the certified δ and the statistical one (at most δ)
   bool fast = true;
 };
+
+// Step SB1's stagnation: an addition whose addend is below kStagnation·u of its partial sum is not
+// mean-zero (its result may round back to the partial sum every time); it errs by at most the
+// addend. Every term whose computed value may be that small adds min(|x̃_j|, kStagnation u H) at its
+// worst case.
+double stagnation(const GradientSums& s, std::size_t c, double H, double g_fixed, const Units& u) {
+  const double tiny = kStagnation * u.u * H * (1 + g_fixed);
+  double total = 0;
+  for (std::size_t j = 0; j < s.terms; ++j) {
+    const double a = std::fabs(s.term_f[j][c]), t = std::fabs(s.term_mid[j]) * a, w = s.term_spread[j] * a;
+    if ((t - w) * (1 - g_fixed) < tiny) total += std::min((t + w) * (1 + g_fixed), tiny);
+  }
+  return total * kSafety;
+}
 
 // Steps B6-B8 and the enclosures of one row's gradient from its sums.
 void finish(const GradientSums& s, const Units& u, Interval sigma, const Finish& f, CertifiedRow& out) {
@@ -288,7 +509,43 @@ void finish(const GradientSums& s, const Units& u, Interval sigma, const Finish&
   const double g_sigma = f.scaled ? gamma_bound(u.c_sigma + 2, u.u) : 0.0;
   const double flush = (n + 2) * u.lambda * std::max(1.0, sigma_abs);
   const double gs2 = gamma_bound(f.scaled ? 2 : 1, u.u_s), g_group = gamma_bound(f.group, std::max(u.u_s, f.format.u));
-  out.exact.resize(width), out.fine.resize(width), out.band.resize(width);
+  // Step SB2: the term's F roundings besides the additions, and the blocks of its additions.
+  const double g_fixed = gamma_bound((f.scaled ? u.c_sigma + 3 : 2) + u.c_v, u.u);
+  // A term's own block (its own roundings, its addition) lies in both its weight's and its dP's: at
+  // most the smaller of the two.
+  const std::vector<double> score_blocks = block_sizes(overlap_blocks(s.dot_lo, s.dot_hi)),
+                            weight_blocks = block_sizes(overlap_blocks(s.weight_lo, s.weight_hi)),
+                            dp_blocks = block_sizes(overlap_blocks(s.dp_lo, s.dp_hi));
+  std::vector<double> term_blocks(score_blocks.size());
+  for (std::size_t j = 0; j < term_blocks.size(); ++j) term_blocks[j] = std::min(weight_blocks[j], dp_blocks[j]);
+  double squares = 0;
+  for (double size : term_blocks) squares += size;
+  // Step SB5: per column √(Σ_j f_jc² W_j), W_j the term's squared bounded differences times its
+  // blocks' sizes and G² (Cauchy-Schwarz: (Σ_{j in B} C_j)² <= n_B Σ_{j in B} C_j²), evaluated as
+  // K √(Σ_j (|f_jc| √W_j / K)²) with K the largest |f_jc| √W_j (no square underflows that matters: each
+  // lost square is below 2^-1074 K², and n of them are added back).
+  std::vector<double> spread(width, 0.0);
+  if (!s.own.empty() && s.own.size() == s.terms) {
+    const double G = 1 + gamma_bound(n - 1 + ((f.scaled ? u.c_sigma + 3 : 2) + u.c_v), u.u);
+    std::vector<double> root(s.own.size());
+    for (std::size_t j = 0; j < s.own.size(); ++j) {
+      const RandomTerm& t = s.own[j];
+      root[j] = G * root_sum_squares({std::sqrt(score_blocks[j]) * t.score, std::sqrt(dp_blocks[j]) * t.dp,
+                                      std::sqrt(term_blocks[j]) * t.own});
+    }
+    std::vector<double> top(width, 0.0), sum(width, 0.0);
+    for (std::size_t j = 0; j < s.own.size(); ++j)
+      for (std::size_t c = 0; c < width; ++c) top[c] = std::max(top[c], std::fabs(s.own_f[j][c]) * root[j]);
+    for (std::size_t j = 0; j < s.own.size(); ++j)
+      for (std::size_t c = 0; c < width; ++c)
+        if (top[c] > 0) {
+          const double x = std::fabs(s.own_f[j][c]) * root[j] / top[c];
+          sum[c] += x * x;
+        }
+    for (std::size_t c = 0; c < width; ++c)
+      spread[c] = top[c] * std::sqrt((sum[c] + n * 0x1p-1070) * kSafety) * kSafety;
+  }
+  out.exact.resize(width), out.fine.resize(width), out.band.resize(width), out.band_s.resize(width);
   for (std::size_t c = 0; c < width; ++c) {
     const double radius = next_up((bound.error(s.abs[c]) + up_bound(s.rad[c] * rad_factor)) * kRoundingSafety);
     Interval value{next_down(s.mid[c] - radius), next_up(s.mid[c] + radius)};
@@ -297,16 +554,31 @@ void finish(const GradientSums& s, const Units& u, Interval sigma, const Finish&
     const double head = std::clamp(0.5 * value.lo + 0.5 * value.hi, value.lo, value.hi);
     out.fine[c] = {head, 0, std::max(next_up(value.hi - head), next_up(head - value.lo))};
     const double mag = sigma_abs * s.mag[c];
-    double delta = sigma_abs * ((1 + g_sigma) * s.err[c] + g_depth * s.mag[c]) + flush;
-    if (u.intermediates) delta += gs2 * (delta + mag) + (f.scaled ? 2 : 1) * u.h_s;
-    if (f.q_storage) delta += u.u_s * mag * (1 + u.g2) + u.h_s * u.side_scale * s.total_mag;
-    // Under GQA each head's result may be rounded to storage before the group's sum (FlashAttention
-    // 2 writes dk_expanded in the input dtype; the math path rounds twice per head).
-    if ((u.intermediates || f.format.rounds) && f.group > 1)
-      delta += g_group * (delta + mag) + (u.intermediates ? 2 * f.group + 1 : f.group) * f.format.h;
-    if (f.format.rounds) delta += f.format.u * (magnitude(value) + delta) + f.format.h;
-    delta *= kSafety;
-    out.band[c] = std::isnan(delta) ? kInf : delta;
+    // Steps B6-B8 after the sum, for either tier's δ of the sum: the intermediates' and pre-scaled
+    // side's roundings, then the GQA heads' (on the certified δ: the statistical event bounds only the
+    // group's total, not each head's sum) and the gradient's storage.
+    const auto before_group = [&](double delta) {
+      if (u.intermediates) delta += gs2 * (delta + mag) + (f.scaled ? 2 : 1) * u.h_s;
+      if (f.q_storage) delta += u.u_s * mag * (1 + u.g2) + u.h_s * u.side_scale * s.total_mag;
+      return delta;
+    };
+    const auto after_group = [&](double delta, double certified) {
+      // Under GQA each head's result may be rounded to storage before the group's sum (FlashAttention
+      // 2 writes dk_expanded in the input dtype; the math path rounds twice per head).
+      if ((u.intermediates || f.format.rounds) && f.group > 1)
+        delta += g_group * (certified + mag) + (u.intermediates ? 2 * f.group + 1 : f.group) * f.format.h;
+      if (f.format.rounds) delta += f.format.u * (magnitude(value) + delta) + f.format.h;
+      delta *= kSafety;
+      return std::isnan(delta) ? kInf : delta;
+    };
+    const double certified = before_group(sigma_abs * ((1 + g_sigma) * s.err[c] + g_depth * s.mag[c]) + flush);
+    out.band[c] = after_group(certified, certified);
+    const double H = (1 + g_fixed) * std::max(s.pos[c], s.neg[c]);
+    const Additions add = additions_of(u, n, squares, H, (1 + g_fixed) * s.mag[c]);
+    const double random = u.lambda_s * root_sum_squares({add.spread, u.u * spread[c], u.u * std::sqrt(6.0) * s.common[c]});
+    const double sum_s = (1 + g_sigma) * s.err_s[c] + g_fixed * s.mag[c] + random + add.second +
+                         stagnation(s, c, H, g_fixed, u);
+    out.band_s[c] = std::min(out.band[c], after_group(before_group(sigma_abs * sum_s + flush), certified));
   }
 }
 
@@ -418,7 +690,7 @@ class Backward {
         dout_(dout),
         inputs_(inputs),
         arithmetic_(arithmetic_of(options, p)),
-        units_(units_of(p, arithmetic_, inputs.algorithm)),
+        units_(units_of(p, arithmetic_, inputs.algorithm, backward_lambda(p, options.alpha))),
         sigma_(sigma_of(p)),
         e_bound_(p.E),
         ev_bound_(p.Ev),
@@ -500,14 +772,17 @@ class Backward {
     stats.delta = measured_lse_error(row, stats.lse);
     for (std::size_t t = 0; t < n; ++t) stats.x_max = std::max(stats.x_max, x_of(R[t], err[t], stats.P));
     const double g_n = gamma_bound(count + 1, units_.u);
-    stats.log_norm = -std::log1p(-g_n);
-    double d_math = 2 * count * units_.lambda;
+    stats.log_norm = log_norm_of(g_n);
+    thread_local MathRow math;  // its vectors' storage kept across rows
+    math.d = math.d_s = math.mag = math.stagnant = 0;
+    math.lo.clear(), math.hi.clear(), math.term_lo.clear(), math.term_hi.clear();
     for (std::size_t t = 0; t < n; ++t) {
-      const Weight w = weight_of(units_, next_up(e[t].hi / total.lo), std::expm1(theta_of(units_, stats, R[t], err[t])));
+      const Interval P{next_down(e[t].lo / total.hi), next_up(e[t].hi / total.lo)};
+      const Weight w = weight_of(units_, P.hi, expm1_up(theta_of(units_, stats, R[t], err[t])));
       const double A = abs_dp[t], e_p = dp_error(units_, p_.Ev, magnitude(dps[t]), A);
-      d_math += d_math_term(units_, w, magnitude(dps[t]), e_p, g_n);
+      math.add(units_, w, magnitude(dps[t]), mignitude(dps[t]), e_p, g_n, P, x_of(R[t], err[t], stats.P));
     }
-    stats.d = d_of(d_math, stored_d_error(d_out, given_out, stats.D));
+    close_row(stats, math, count, stored_d_error(d_out, given_out, stats.D));
     return true;
   }
 
@@ -599,21 +874,21 @@ class Backward {
     // feeds key rows spares the dP dot products: |dP_j| <= A_j <= ‖dO‖₁ max_c |v_jc|.
     const ScoreErrorModel& score_error = score_error_;
     const double g_n = gamma_bound(static_cast<double>(n) + 1, units_.u);
-    stats.log_norm = -std::log1p(-g_n);
-    double d_math = 2 * static_cast<double>(n) * units_.lambda;
-    std::vector<double> R(n), err(n), e_dp;
+    stats.log_norm = log_norm_of(g_n);
+    MathRow math;
+    std::vector<double> R(n), err(n), absolute(n), e_dp;
     std::vector<DotEnclosure> dp;
     std::vector<Weight> w(n);
     for (std::size_t t = 0; t < n; ++t) {
       const std::size_t j = e.keys[t];
       const double abs_sides = units_.q_storage ? key_abs(r.b, g, j) + stats.abs_query : 0.0;
       const auto b = score_error(e.abs_dots[t], std::fabs(additive_bias(p_, r.b, r.h, r.i, j)), abs_sides);
-      R[t] = b.R, err[t] = b.e;
+      R[t] = b.R, err[t] = b.e, absolute[t] = b.absolute;
       stats.P = std::max(stats.P, b.R + b.e);
     }
     for (std::size_t t = 0; t < n; ++t) stats.x_max = std::max(stats.x_max, x_of(R[t], err[t], stats.P));
     for (std::size_t t = 0; t < n; ++t)
-      w[t] = weight_of(units_, e.weights[t].hi, std::expm1(theta_of(units_, stats, R[t], err[t])));
+      w[t] = weight_of(units_, e.weights[t].hi, expm1_up(theta_of(units_, stats, R[t], err[t])));
     if (!certify) {
       double l1 = 0;
       for (std::size_t c = 0; c < p_.Ev; ++c) l1 += std::fabs(d_out[c]);
@@ -621,7 +896,7 @@ class Backward {
       const double* v_max = value_max_.data() + (r.b * p_.kv_heads + g) * p_.S;
       for (std::size_t t = 0; t < n; ++t) {
         const double A = up_bound(dout_l1 * v_max[e.keys[t]] * kSafety), e_p = dp_error(units_, p_.Ev, A, A);
-        d_math += d_math_term(units_, w[t], A, e_p, g_n);
+        math.add(units_, w[t], A, 0.0, e_p, g_n, e.weights[t], x_of(R[t], err[t], stats.P));
       }
     } else {
       e_dp.resize(n), dp.resize(n);
@@ -629,7 +904,7 @@ class Backward {
         dp[t] = dot_enclosure(d_out, value_row(r.b, g, e.keys[t]), p_.Ev, ev_bound_);
         e_dp[t] = dp_error(units_, p_.Ev, dp[t]);
         const double abs_dp = magnitude(dp[t].value);
-        d_math += d_math_term(units_, w[t], abs_dp, e_dp[t], g_n);
+        math.add(units_, w[t], abs_dp, mignitude(dp[t].value), e_dp[t], g_n, e.weights[t], x_of(R[t], err[t], stats.P));
       }
     }
     double d_fa = 0;
@@ -641,13 +916,19 @@ class Backward {
         d_fa += std::fabs(d_out[c]) * out_band[c] * (1 + units_.g_d) +
                 units_.g_d * std::fabs(d_out[c]) * magnitude(e.out[c]);
     }
-    stats.d = d_of(d_math, d_fa);
+    close_row(stats, math, static_cast<double>(n), d_fa);
     if (!certify) return;
     // Step B5 and B6: dQ_i = σ Σ_j dS_ij k_j.
     GradientSums sums(p_.E);
     for (std::size_t t = 0; t < n; ++t) {
-      const Ds ds = ds_of(units_, e.weights[t], w[t], dp[t], e_dp[t], stats);
-      sums.add(key_row(r.b, g, e.keys[t]), ds.value, ds.err, ds.mag);
+      const Weight w_s = statistical_weight(w[t], e.weights[t].hi, stats, R[t], err[t]);
+      const Ds ds = ds_of(units_, e.weights[t], w[t], w_s, dp[t], e_dp[t], stats);
+      const double* k = key_row(r.b, g, e.keys[t]);
+      const std::optional<RandomTerm> random = random_term(stats, e.weights[t], {R[t], err[t], absolute[t]}, w[t],
+                                                           &dp[t], e_dp[t], ds.mag, sigma_l2(q, k));
+      const TermBlocks blocks{widened(multiply(sigma_, e.dots[t]), err[t]), widened(e.weights[t], w[t].pi),
+                              widened(dp[t].value, e_dp[t])};
+      sums.add(k, ds.value, ds.err, ds.err_s, ds.mag, blocks, random ? &*random : nullptr);
     }
     CertifiedRow out;
     out.row = row;
@@ -660,8 +941,10 @@ class Backward {
   // Steps B1-B5 for one term (b, h, i, j) of a key row or a mask row: P_ij, its weight's error, dS_ij.
   struct Term {
     Interval P;
-    Weight w;
+    Weight w, w_s;
     Ds ds;
+    TermBlocks blocks;                              // Model S's
+    std::optional<RandomTerm> random_ds, random_p;  // Step SB5
   };
   Term term_of(std::size_t b, std::size_t h, std::size_t i, std::size_t j, const RowStats& r, double abs_key) const {
     const std::size_t g = kv_head_of(p_, h), row = (b * p_.q_heads + h) * p_.L + i;
@@ -672,9 +955,73 @@ class Backward {
     const Interval arg = subtract(score, r.lse);
     const Interval P{exp_enclosure(arg.lo).lo, std::min(1.0, exp_enclosure(std::min(arg.hi, 0.0)).hi)};
     const auto sb = score_error_(dot.abs_upper, std::fabs(bias), units_.q_storage ? abs_key + r.abs_query : 0.0);
-    const Weight w = weight_of(units_, P.hi, std::expm1(theta_of(units_, r, sb.R, sb.e)));
+    const Weight w = weight_of(units_, P.hi, expm1_up(theta_of(units_, r, sb.R, sb.e)));
+    const Weight w_s = statistical_weight(w, P.hi, r, sb.R, sb.e);
     const DotEnclosure dp = dot_enclosure(dout_.data() + output_index(p_, row, 0), value_row(b, g, j), p_.Ev, ev_bound_);
-    return {P, w, ds_of(units_, P, w, dp, dp_error(units_, p_.Ev, dp), r)};
+    const double e_dp = dp_error(units_, p_.Ev, dp);
+    Term t{P, w, w_s, ds_of(units_, P, w, w_s, dp, e_dp, r),
+           TermBlocks{widened(multiply(sigma_, dot.value), sb.e), widened(P, w.pi), widened(dp.value, e_dp)},
+           std::nullopt, std::nullopt};
+    if (units_.random_terms) {
+      const double l2 = sigma_l2(q, key_row(b, g, j));
+      t.random_ds = random_term(r, P, sb, w, &dp, e_dp, t.ds.mag, l2);
+      t.random_p = random_term(r, P, sb, w, nullptr, 0, 0, l2);
+    }
+    return t;
+  }
+
+  // |σ| √(Σ_c (q_c k_c)²), rounded up without the squares' underflow (Step SB5's shared side).
+  double sigma_l2(const double* q, const double* k) const {
+    double top = 0;
+    for (std::size_t c = 0; c < p_.E; ++c) top = std::max(top, std::fabs(q[c] * k[c]));
+    if (!(top > 0)) return 0;
+    double sum = 0;
+    for (std::size_t c = 0; c < p_.E; ++c) sum += (q[c] * k[c] / top) * (q[c] * k[c] / top);
+    return magnitude(sigma_) * top * std::sqrt((sum + static_cast<double>(p_.E) * 0x1p-1070) * kSafety) * kSafety;
+  }
+
+  // Step SB5 for one term of row r: a dS term when dp is given (its certified magnitude bound mu), else
+  // a P term; nullopt off SB5's route.
+  std::optional<RandomTerm> random_term(const RowStats& r, Interval P, const ScoreErrorModel::Bound& sb, const Weight& w,
+                                        const DotEnclosure* dp, double e_dp, double mu, double sigma_l2) const {
+    if (!units_.random_terms) return std::nullopt;
+    const Units& u = units_;
+    RandomTerm t;
+    // The worst-case part of P̃'s error: the stored LSE's, the argument's formation, exp, subnormal scores.
+    const double theta_w = r.delta + u.g_piece * (sb.R + sb.e + r.abs_lse + r.delta) + u.eta_prime + sb.absolute;
+    const double pi_w = P.hi * expm1_up(theta_w) + u.lambda, rho = sb.e, P_bar = w.used;
+    const double n_s = 3.0 * static_cast<double>(p_.E) + 2;
+    const double h_store = u.p_storage ? u.h_s : 0.0;
+    if (!dp) {  // P̃ (rounded to storage before dV when p_storage)
+      t.worst = pi_w + h_store;
+      const double u_store = u.p_storage ? u.u_s : 0.0;
+      t.second = P_bar * (expm1_second_up(rho) * (1 + u_store) + rho * u_store) * kSafety;
+      t.score = std::sqrt(n_s) * (sb.R + sb.e) * P_bar * kSafety;
+      t.own = u_store / u.u * P_bar;
+      t.common = sigma_l2 * P_bar * kSafety;
+      return t;
+    }
+    const double Ev = static_cast<double>(p_.Ev);
+    const double abs_a = magnitude(subtract(dp->value, r.D)), a_hat = abs_a + e_dp + r.d;
+    t.worst = pi_w * a_hat + P_bar * (r.d + 2 * Ev * u.lambda) + u.lambda + h_store * (a_hat + 1);
+    // The term's own roundings: the subtraction and the product, and P and dS to storage.
+    const double unit = u.p_storage ? u.u_s : u.u, g_m = gamma_bound(4, unit), s_m = second_order(4, unit);
+    const double eta = a_hat > 0 ? std::min(1.0, e_dp / a_hat) : 0.0;
+    const double n_p = 2 * Ev - 1 + 2 * Ev * u.c_v;
+    t.second = (P_bar * a_hat * (expm1_second_up(rho) * (1 + g_m) + rho * (eta + g_m) * (1 + g_m) + eta * g_m + s_m) +
+                P_bar * second_order(n_p, u.u) * dp->abs_upper) * kSafety;
+    const double chain = (1 + u.u) * (1 + u.u) * (u.p_storage ? (1 + u.u_s) * (1 + u.u_s) : 1.0);
+    t.score = std::sqrt(n_s) * (sb.R + sb.e) * mu * kSafety;
+    t.common = sigma_l2 * mu * kSafety;
+    t.dp = std::sqrt(n_p) * dp->abs_upper * (1 + gamma_bound(Ev, u.u)) * P_bar * chain * kSafety;
+    t.own = std::sqrt(2.0) * root_sum_squares({1.0, u.p_storage ? u.u_s / u.u : 0.0}) * P_bar * a_hat * chain * kSafety;
+    return t;
+  }
+
+  // The weight's error with SB3's normalization (the certified one when the math path is not covered).
+  Weight statistical_weight(const Weight& w, double P_hi, const RowStats& r, double R, double e) const {
+    if (!units_.math) return w;
+    return weight_of(units_, P_hi, expm1_up(theta_of(units_, r, R, e, true)));
   }
 
   // Phase B: key row (b, g, j)'s dK and dV from every query row of the group that sees it.
@@ -689,8 +1036,9 @@ class Backward {
         const std::size_t row = (b * p_.q_heads + h) * p_.L + i;
         const Term t = term_of(b, h, i, j, stats[row], abs_key);
         k_sums.add(p_.query.data() + tensor_index(p_, p_.q_heads, p_.L, p_.E, b, h, i, 0), t.ds.value, t.ds.err,
-                   t.ds.mag);
-        v_sums.add(dout_.data() + output_index(p_, row, 0), t.P, t.w.pi, t.w.used);
+                   t.ds.err_s, t.ds.mag, t.blocks, t.random_ds ? &*t.random_ds : nullptr);
+        v_sums.add(dout_.data() + output_index(p_, row, 0), t.P, t.w.pi, t.w_s.pi, t.w.used,
+                   TermBlocks{t.blocks.dot, t.blocks.weight, {0, 0}}, t.random_p ? &*t.random_p : nullptr);
       }
     }
     const double heads = static_cast<double>(group);
@@ -716,15 +1064,17 @@ class Backward {
           for (std::size_t j = 0; j < p_.S; ++j) {
             if (!takes_part(p_, b, h, i, j)) continue;
             const Term t = term_of(b, h, i, j, r, units_.q_storage ? key_abs(b, kv_head_of(p_, h), j) : 0.0);
-            sums[d[3] == 1 ? 0 : j].add(&one, t.ds.value, t.ds.err, t.ds.mag);
+            sums[d[3] == 1 ? 0 : j].add(&one, t.ds.value, t.ds.err, t.ds.err_s, t.ds.mag, t.blocks,
+                                        t.random_ds ? &*t.random_ds : nullptr);
           }
         }
     out.index = at;
-    out.exact.resize(d[3]), out.fine.resize(d[3]), out.band.resize(d[3]);
+    out.exact.resize(d[3]), out.fine.resize(d[3]), out.band.resize(d[3]), out.band_s.resize(d[3]);
     CertifiedRow element;
     for (std::size_t e = 0; e < d[3]; ++e) {
       finish(sums[e], units_, sigma_, {.scaled = false, .format = q_format_}, element);
       out.exact[e] = element.exact[0], out.fine[e] = element.fine[0], out.band[e] = element.band[0];
+      out.band_s[e] = element.band_s[0];
     }
   }
 
@@ -746,8 +1096,34 @@ class Backward {
            units_.g_d * stored.abs_upper;
   }
 
+  // Steps B4, SB3 and SB4 closing a row of n keys: d (and d_s) from the math path's sums and the
+  // FlashAttention one's d_fa, and SB3's log_norm_s.
+  void close_row(RowStats& stats, const MathRow& math, double n, double d_fa) const {
+    stats.d = d_of(2 * n * units_.lambda + math.d, d_fa);
+    stats.log_norm_s = stats.log_norm, stats.d_s = stats.d;
+    if (!units_.math || n < 2) return;
+    double squares = 0;
+    for (double size : block_sizes(overlap_blocks(math.lo, math.hi))) squares += size;
+    const double m = (n - 1) * units_.u;
+    const double g = gamma_bound(n - 1, units_.u);
+    const double nu =
+        (units_.lambda_s * units_.u * std::sqrt(squares) * (1 + g) * (1 + g) + m * m / (1 - m) + math.stagnant) * kSafety;
+    if (m < 0.5 && nu < 0.5)
+      stats.log_norm_s = std::min(stats.log_norm, (-std::log1p(-nu) - std::log1p(-units_.g2)) * kSafety);
+    // The addends fl(P̃ dP̃), rounded to storage first with intermediates (PyTorch's CUDA form).
+    const double H = (1 + units_.g2) * (units_.intermediates ? (1 + units_.u_s) * math.mag + n * units_.h_s : math.mag);
+    const Additions add = additions_of(units_, n, squares, H, H);
+    const double tiny = kStagnation * units_.u * H * (1 + units_.g2);
+    double stagnant = 0;
+    for (std::size_t t = 0; t < math.term_lo.size(); ++t)
+      if (math.term_lo[t] < tiny) stagnant += std::min(math.term_hi[t] * (1 + units_.g2), tiny);
+    const double d_math_s = 2 * n * units_.lambda + math.d_s + units_.lambda_s * add.spread + add.second + stagnant * kSafety;
+    stats.d_s = std::min(stats.d, d_of(d_math_s, d_fa));
+  }
+
   // Step B4: d_i, the algorithms' bounds combined (the larger, or the declared one's).
   double d_of(double d_math, double d_fa) const {
+    if (std::isnan(d_math) || std::isnan(d_fa)) return kInf;
     const double d = std::max(units_.math ? d_math : 0.0, units_.flash ? d_fa : 0.0) * kSafety;
     return std::isfinite(d) ? d : kInf;
   }
@@ -779,7 +1155,7 @@ class Backward {
 };
 
 // Judges a certified row (its enclosures possibly replaced by the MPFI ones).
-void judge_row(const CertifiedRow& row, std::span<const double> grad, std::size_t first, DType dtype,
+void judge_row(const CertifiedRow& row, std::span<const double> grad, std::size_t first, DType dtype, Tier tier,
                RowOutcome& outcome) {
   outcome.certified = true;
   outcome.fast = row.fast;
@@ -787,16 +1163,20 @@ void judge_row(const CertifiedRow& row, std::span<const double> grad, std::size_
     const double got = grad[first + c];
     if (!std::isfinite(got)) continue;  // failed in the cheap checks
     if (!std::isfinite(row.band[c])) ++outcome.unbounded;
-    const double delta = row.band[c];
-    detail::judge(outcome, {row.index[0], row.index[1], row.index[2], c}, got, row.fine[c], delta, delta, delta, delta,
+    const double certified = row.band[c], statistical = row.band_s[c];
+    const bool by_certified = tier == Tier::certified;
+    detail::judge(outcome, {row.index[0], row.index[1], row.index[2], c}, got, row.fine[c],
+                  by_certified ? certified : statistical, by_certified ? statistical : certified, certified, statistical,
                   dtype);
   }
-  for (std::size_t c = 0; c < row.band.size(); ++c) outcome.capped = outcome.capped || !(2 * row.fine[c].radius <= row.band[c] / 1000);
+  for (std::size_t c = 0; c < row.band.size(); ++c)
+    outcome.capped = outcome.capped || !(2 * row.fine[c].radius <= row.band_s[c] / 1000);
 }
 
+// Some element's enclosure is wider than a thousandth of its smaller (statistical) band.
 bool undecided(const CertifiedRow& row) {
   for (std::size_t c = 0; c < row.band.size(); ++c)
-    if (std::isfinite(row.band[c]) && !(2 * row.fine[c].radius <= row.band[c] / 1000)) return true;
+    if (std::isfinite(row.band_s[c]) && !(2 * row.fine[c].radius <= row.band_s[c] / 1000)) return true;
   return false;
 }
 
@@ -984,28 +1364,29 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
   }
   std::vector<char> certified_k(keys, 0);
   for (std::size_t row = 0; row < rows; ++row)
-    if (q_rows[row]) judge_row(*q_rows[row], dq, q_first(row), p.dtype, q_outcomes[row]);
+    if (q_rows[row]) judge_row(*q_rows[row], dq, q_first(row), p.dtype, options.tier, q_outcomes[row]);
   for (std::size_t key = 0; key < keys; ++key) {
     if (k_rows[key].band.empty()) continue;
     certified_k[key] = 1;
-    judge_row(k_rows[key], dk, key_first(key, p.E), kv_format(p), k_outcomes[key]);
-    judge_row(v_rows[key], dv, key_first(key, p.Ev), kv_format(p), v_outcomes[key]);
+    judge_row(k_rows[key], dk, key_first(key, p.E), kv_format(p), options.tier, k_outcomes[key]);
+    judge_row(v_rows[key], dv, key_first(key, p.Ev), kv_format(p), options.tier, v_outcomes[key]);
   }
   std::vector<char> certified_m(mask_rows, 0);
   for (std::size_t m = 0; m < mask_rows; ++m) {
     if (m_rows[m].band.empty()) continue;
     certified_m[m] = 1;
-    judge_row(m_rows[m], dmask, m * md[3], p.dtype, m_outcomes[m]);
+    judge_row(m_rows[m], dmask, m * md[3], p.dtype, options.tier, m_outcomes[m]);
   }
   std::vector<char> certified_q(rows, 0);
   for (std::size_t row = 0; row < rows; ++row) certified_q[row] = q_rows[row] ? 1 : 0;
 
   BackwardReport report;
-  report.dq = report_of(q_outcomes, certified_q, options, statistical_lambda(options.alpha, rows * p.E));
-  report.dk = report_of(k_outcomes, certified_k, options, statistical_lambda(options.alpha, keys * p.E));
-  report.dv = report_of(v_outcomes, certified_k, options, statistical_lambda(options.alpha, keys * p.Ev));
+  const double lambda = backward_lambda(p, options.alpha);
+  report.dq = report_of(q_outcomes, certified_q, options, lambda);
+  report.dk = report_of(k_outcomes, certified_k, options, lambda);
+  report.dv = report_of(v_outcomes, certified_k, options, lambda);
   if (with_mask) {
-    report.dmask = report_of(m_outcomes, certified_m, options, statistical_lambda(options.alpha, p.mask.size()));
+    report.dmask = report_of(m_outcomes, certified_m, options, lambda);
     report.dmask->plain = false;
   }
   for (TensorReport* r : {&report.dq, &report.dk, &report.dv}) r->plain = false;

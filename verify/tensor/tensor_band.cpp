@@ -849,6 +849,11 @@ double stored_lse_band(double lse_delta, double abs_lse, const LseFormat& format
   return std::isnan(delta) ? kInfinity : delta * kSafety;
 }
 
+std::vector<std::size_t> overlap_blocks(const std::vector<double>& lo, const std::vector<double>& hi) {
+  if (lo.size() != hi.size()) throw ContractError("overlap_blocks: lo and hi differ in size");
+  return link(lo, hi);
+}
+
 double statistical_lambda(double alpha, std::size_t elements) {
   if (!(alpha > 0 && alpha < 1)) throw ContractError("statistical_lambda: alpha must be in (0, 1)");
   const double n = static_cast<double>(std::max<std::size_t>(elements, 1));

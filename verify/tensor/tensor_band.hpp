@@ -149,6 +149,12 @@ struct LseFormat {
 /// `abs_lse`: an upper bound of |exact LSE| in natural units.
 [[nodiscard]] double stored_lse_band(double lse_delta, double abs_lse, const LseFormat& format, DType compute);
 
+/// Model S's blocks of operations that may repeat one another (tensor_band.cpp, Model S): single
+/// linkage of the intervals [lo_k, hi_k] (overlapping ones chained into one block, as the forward's
+/// dot and gap blocks), each interval's block id (0, 1, ... in increasing lo). ContractError when the
+/// sizes differ.
+[[nodiscard]] std::vector<std::size_t> overlap_blocks(const std::vector<double>& lo, const std::vector<double>& hi);
+
 /// λ for a false-alarm probability `alpha` over `elements` elements: 2·elements·exp(-λ²/2) = alpha.
 [[nodiscard]] double statistical_lambda(double alpha, std::size_t elements);
 

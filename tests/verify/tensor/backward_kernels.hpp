@@ -49,6 +49,7 @@ struct BackwardChoices {
   bool dmask_scaled = false;        ///< bug: the additive mask's gradient σ·dS (as if added before the scale)
   bool dmask_first_head = false;    ///< bug: a mask broadcast over heads takes head 0's dS only
   bool dmask_no_D = false;          ///< bug: the mask's gradient P ∘ dP (D left out there only)
+  bool ds_in_bf16 = false;          ///< bug: dS rounded to bf16 before dQ and dK (an fp32 kernel)
 };
 
 /// What a forward-and-backward run returns: the forward's out [B, Hq, L, Ev] and natural LSE
@@ -176,6 +177,7 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
           const T Pj = weight(j);
           T dS = choices.round_storage ? store(Pj * inter(dP[j] - D)) : Pj * (dP[j] - D);
           if (choices.cuda_softmax_backward) dS = store(store(Pj * dP[j]) - Pj * D);
+          if (choices.ds_in_bf16) dS = static_cast<T>(round_bf16(static_cast<double>(dS)));
           dS_all[row * p.S + j] = dS;
           const std::size_t rank = p.mask_shape.size();
           const bool heads_broadcast = rank < 3 || p.mask_shape[rank - 3] == 1;
