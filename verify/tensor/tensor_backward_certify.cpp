@@ -434,6 +434,10 @@ struct GradientSums {
   explicit GradientSums(std::size_t width)
       : mid(width, 0.0), abs(width, 0.0), rad(width, 0.0), err(width, 0.0), err_s(width, 0.0), mag(width, 0.0),
         pos(width, 0.0), neg(width, 0.0), common(width, 0.0) {}
+  void reserve(std::size_t n) {
+    for (auto* v : {&dot_lo, &dot_hi, &weight_lo, &weight_hi, &dp_lo, &dp_hi, &term_mid, &term_spread}) v->reserve(n);
+    term_f.reserve(n);
+  }
   void add(const double* f, Interval x, double x_err, double x_err_s, double x_mag, const TermBlocks& blocks,
            const RandomTerm* random = nullptr) {
     if (random) {
@@ -488,14 +492,21 @@ struct CertifiedRow {
 // mean-zero (its result may round back to the partial sum every time); it errs by at most the
 // addend. Every term whose computed value may be that small adds min(|x̃_j|, kStagnation u H) at its
 // worst case.
-double stagnation(const GradientSums& s, std::size_t c, double H, double g_fixed, const Units& u) {
-  const double tiny = kStagnation * u.u * H * (1 + g_fixed);
-  double total = 0;
+std::vector<double> stagnation(const GradientSums& s, const std::vector<double>& H, double g_fixed, const Units& u) {
+  const std::size_t width = H.size();
+  std::vector<double> tiny(width), total(width, 0.0);
+  for (std::size_t c = 0; c < width; ++c) tiny[c] = kStagnation * u.u * H[c] * (1 + g_fixed);
   for (std::size_t j = 0; j < s.terms; ++j) {
-    const double a = std::fabs(s.term_f[j][c]), t = std::fabs(s.term_mid[j]) * a, w = s.term_spread[j] * a;
-    if ((t - w) * (1 - g_fixed) < tiny) total += std::min((t + w) * (1 + g_fixed), tiny);
+    const double* f = s.term_f[j];
+    const double m = std::fabs(s.term_mid[j]), w = s.term_spread[j];
+    for (std::size_t c = 0; c < width; ++c) {
+      const double a = std::fabs(f[c]);
+      const double low = (m - w) * a * (1 - g_fixed), high = (m + w) * a * (1 + g_fixed);
+      total[c] += low < tiny[c] ? std::min(high, tiny[c]) : 0.0;
+    }
   }
-  return total * kSafety;
+  for (double& x : total) x *= kSafety;
+  return total;
 }
 
 // Steps B6-B8 and the enclosures of one row's gradient from its sums.
@@ -512,12 +523,16 @@ void finish(const GradientSums& s, const Units& u, Interval sigma, const Finish&
   // Step SB2: the term's F roundings besides the additions, and the blocks of its additions.
   const double g_fixed = gamma_bound((f.scaled ? u.c_sigma + 3 : 2) + u.c_v, u.u);
   // A term's own block (its own roundings, its addition) lies in both its weight's and its dP's: at
-  // most the smaller of the two.
-  const std::vector<double> score_blocks = block_sizes(overlap_blocks(s.dot_lo, s.dot_hi)),
-                            weight_blocks = block_sizes(overlap_blocks(s.weight_lo, s.weight_hi)),
-                            dp_blocks = block_sizes(overlap_blocks(s.dp_lo, s.dp_hi));
-  std::vector<double> term_blocks(score_blocks.size());
-  for (std::size_t j = 0; j < term_blocks.size(); ++j) term_blocks[j] = std::min(weight_blocks[j], dp_blocks[j]);
+  // most the smaller of the two (off SB5's route, where only the additions need it, the weight's: a
+  // superset, one sort fewer).
+  const bool with_own = !s.own.empty() && s.own.size() == s.terms;
+  const std::vector<double> weight_blocks = block_sizes(overlap_blocks(s.weight_lo, s.weight_hi));
+  std::vector<double> score_blocks, dp_blocks, term_blocks = weight_blocks;
+  if (with_own) {
+    score_blocks = block_sizes(overlap_blocks(s.dot_lo, s.dot_hi));
+    dp_blocks = block_sizes(overlap_blocks(s.dp_lo, s.dp_hi));
+    for (std::size_t j = 0; j < term_blocks.size(); ++j) term_blocks[j] = std::min(weight_blocks[j], dp_blocks[j]);
+  }
   double squares = 0;
   for (double size : term_blocks) squares += size;
   // Step SB5: per column √(Σ_j f_jc² W_j), W_j the term's squared bounded differences times its
@@ -525,7 +540,7 @@ void finish(const GradientSums& s, const Units& u, Interval sigma, const Finish&
   // K √(Σ_j (|f_jc| √W_j / K)²) with K the largest |f_jc| √W_j (no square underflows that matters: each
   // lost square is below 2^-1074 K², and n of them are added back).
   std::vector<double> spread(width, 0.0);
-  if (!s.own.empty() && s.own.size() == s.terms) {
+  if (with_own) {
     const double G = 1 + gamma_bound(n - 1 + ((f.scaled ? u.c_sigma + 3 : 2) + u.c_v), u.u);
     std::vector<double> root(s.own.size());
     for (std::size_t j = 0; j < s.own.size(); ++j) {
@@ -545,6 +560,9 @@ void finish(const GradientSums& s, const Units& u, Interval sigma, const Finish&
     for (std::size_t c = 0; c < width; ++c)
       spread[c] = top[c] * std::sqrt((sum[c] + n * 0x1p-1070) * kSafety) * kSafety;
   }
+  std::vector<double> H(width);
+  for (std::size_t c = 0; c < width; ++c) H[c] = (1 + g_fixed) * std::max(s.pos[c], s.neg[c]);
+  const std::vector<double> stagnant = stagnation(s, H, g_fixed, u);
   out.exact.resize(width), out.fine.resize(width), out.band.resize(width), out.band_s.resize(width);
   for (std::size_t c = 0; c < width; ++c) {
     const double radius = next_up((bound.error(s.abs[c]) + up_bound(s.rad[c] * rad_factor)) * kRoundingSafety);
@@ -573,11 +591,9 @@ void finish(const GradientSums& s, const Units& u, Interval sigma, const Finish&
     };
     const double certified = before_group(sigma_abs * ((1 + g_sigma) * s.err[c] + g_depth * s.mag[c]) + flush);
     out.band[c] = after_group(certified, certified);
-    const double H = (1 + g_fixed) * std::max(s.pos[c], s.neg[c]);
-    const Additions add = additions_of(u, n, squares, H, (1 + g_fixed) * s.mag[c]);
+    const Additions add = additions_of(u, n, squares, H[c], (1 + g_fixed) * s.mag[c]);
     const double random = u.lambda_s * root_sum_squares({add.spread, u.u * spread[c], u.u * std::sqrt(6.0) * s.common[c]});
-    const double sum_s = (1 + g_sigma) * s.err_s[c] + g_fixed * s.mag[c] + random + add.second +
-                         stagnation(s, c, H, g_fixed, u);
+    const double sum_s = (1 + g_sigma) * s.err_s[c] + g_fixed * s.mag[c] + random + add.second + stagnant[c];
     out.band_s[c] = std::min(out.band[c], after_group(before_group(sigma_abs * sum_s + flush), certified));
   }
 }
@@ -920,6 +936,7 @@ class Backward {
     if (!certify) return;
     // Step B5 and B6: dQ_i = σ Σ_j dS_ij k_j.
     GradientSums sums(p_.E);
+    sums.reserve(n);
     for (std::size_t t = 0; t < n; ++t) {
       const Weight w_s = statistical_weight(w[t], e.weights[t].hi, stats, R[t], err[t]);
       const Ds ds = ds_of(units_, e.weights[t], w[t], w_s, dp[t], e_dp[t], stats);
@@ -1029,6 +1046,7 @@ class Backward {
            CertifiedRow& dv) const {
     const std::size_t group = p_.q_heads / p_.kv_heads;
     GradientSums k_sums(p_.E), v_sums(p_.Ev);
+    k_sums.reserve(group * p_.L), v_sums.reserve(group * p_.L);
     const double abs_key = units_.q_storage ? key_abs(b, g, j) : 0.0;
     for (std::size_t h = g * group; h < (g + 1) * group; ++h) {
       for (std::size_t i = 0; i < p_.L; ++i) {
