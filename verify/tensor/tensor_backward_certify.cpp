@@ -113,13 +113,16 @@
 // Statistical tier. Model S of the forward (tensor_band.cpp): every rounding's relative error an
 // independent mean-zero variable, |δ| <= u (u_s into storage), except that operations the analysis
 // cannot tell apart repeat their error: a block of them is one variable. Blocks (single linkage of
-// overlapping intervals): a term's score roundings repeat across terms whose weights may be equal
-// (the weight's enclosure widened by e^{±e_ij}: equal operands give equal weights); its dP's across
-// equal dP enclosures widened by ε^P; its own roundings and its addition (a repeated addend) across
-// terms in both blocks at once (counted as the smaller of the two, an upper bound). Taken statistically: the parts of δ that grow with n (SB1-SB4), and
-// for a declared FlashAttention backward the terms' own roundings (SB5); everything else stays at
-// its worst case (the stored LSE's and D's errors, which do not average out, every exp, the
-// argument's formation, the scale, the subnormal parts):
+// overlapping intervals, each widened by its certified error): a term's score roundings repeat across
+// terms whose scaled dot products may be equal; its dP's across dP enclosures; its own roundings and
+// its addition (a repeated addend) across terms whose computed weight and dP may both coincide
+// (counted as the smaller of the two blocks, an upper bound; off SB5's route the weight's block
+// alone). Stagnation is not mean-zero: an addend below kStagnation·u of its partial sum may round
+// back every time, with one sign, so such terms count at their worst (SB1, SB3, SB4). Taken
+// statistically: the parts of δ that grow with n (SB1-SB4), and for a declared FlashAttention
+// backward the terms' own roundings (SB5); everything else stays at its worst case (the stored
+// LSE's and D's errors, which do not average out, every exp, the argument's formation, the scale,
+// the subnormal parts, the roundings a whole row or key shares):
 // Step SB1 (a sum's additions). A sum of n terms x_j, computed in any order, has n - 1 additions,
 //   each rounding its result s_r with |s_r| <= H: H := (1 + γ_F) max(Σ_j x_j^+, Σ_j x_j^-) over the
 //   terms' bounds on the whole error cube (any subset is a partial sum), F the term's other
@@ -130,16 +133,20 @@
 //   probability >= 1 - 2 exp(-λ²/2),
 //   |f - f(0)| <= λ u √(Σ_B n_B²) H (1 + γ_{n-1}) + (γ_{n-1} - (n-1)u) Σ_j |x_j|        (A_n)
 //   (E f - f(0) = E R₂: the first order has mean zero). The terms' own errors are taken at f(0)
-//   (conditionally on them the additions' δ are still independent and mean zero).
+//   (conditionally on them the additions' δ are still independent and mean zero). Stagnation: a term
+//   whose computed value may be below τ := kStagnation u H errs, when added, by at most itself (round
+//   to nearest), with no mean-zero claim: + Σ_{such j} min(|x̃_j|, τ) at its worst.
 // Step SB2 (the gradients, B6, B7, B10). γ_{n+F} Σ μ |f| becomes γ_F Σ μ |f| + A_n with x_j = μ_j f_j,
 //   F = c_σ + 3 + c_v for dQ and dK (the product, the scale's c_σ + 2, a conversion), 2 + c_v for dV
 //   and dβ. H: the terms' positive and negative parts from their enclosures ± (radius + certified error).
 // Step SB3 (the math path's normalization, B2). ℓ̂ = Σ ê_j: -log1p(-γ_{n+1}) in Θ^M becomes
 //   -log1p(-ν) - log1p(-γ_2) with ν the relative (A_n) for positive terms (H = Σ ê_j (1 + γ_{n-1}), so
 //   ν = λ u √(Σ_B n_B²) (1 + γ_{n-1})² + γ_{n-1} - (n-1)u), the division and one more rounding at their
-//   worst; blocks by the weights' enclosures widened by e^{±x_j} (keys whose exps may coincide).
+//   worst; blocks by the weights' enclosures widened by e^{±x_j} (keys whose exps may coincide); the
+//   exps that may stagnate (P_j e^{±x_j} below 2.25 kStagnation u) add Σ min(P̄_j e^{x_j}, that) to ν.
 // Step SB4 (the math path's D, B4). D̃ = fl(Σ_j P̃_j dP̃_j): γ_{n+1} Σ_j P̄_j (|dP_j| + ε^P_j) becomes
-//   γ_2 times it plus (A_n) with H = (1 + γ_2) Σ_j P̄_j (|dP_j| + ε^P_j) (no sign taken), blocks as SB3.
+//   γ_2 times it plus (A_n) with H = (1 + γ_2) Σ_j P̄_j (|dP_j| + ε^P_j) (no sign taken; with
+//   intermediates in storage (1 + u_s) times it plus n h_s), blocks and stagnation as SB3's.
 // Step SB5 (GradientAlgorithm::flash, scores neither in storage nor read pre-scaled: the terms do
 //   not share a normalization, and each P̃_ij = exp(ŝ_ij - ℓ̂_i), dP̃_ij and dS̃_ij is its own). For a
 //   term x̃_j (dS, or P for dV) the worst case keeps θ^w = Δ_i + g_p (R + e + |ℓ| + Δ) + η' + h (h the
@@ -156,10 +163,14 @@
 //   the own ones P̄ â (1 + u)² (1 + u_s)² (two in u, two in u_s with storage); dV: (R + e) P̄ and
 //   u_s P̄. Every difference times |f_j| and G = 1 + γ_{n-1+F} (the additions and roundings after the
 //   term). A block's variable has difference at most Σ_{j in B} C_j, and (Σ_B C_j)² <= n_B Σ_B C_j²
-//   (Cauchy-Schwarz), so V_c := Σ_j f_jc² G² (n^S_j s_j² + n^P_j p_j² + n^T_j o_j²) u², and with
-//   SB1's additions in the same McDiarmid sum:
-//   δ_S = σ [(1 + γ_{c_σ+2}) Σ_j (ω_j + R₂_j) |f_j| + γ_F Σ μ |f| + λ √(V_c + A_spread²) + A_second] + flush,
-//   then B6-B8's storage terms as the certified band's.
+//   (Cauchy-Schwarz), so V_c := Σ_j f_jc² G² (n^S_j s_j² + n^P_j p_j² + n^T_j o_j²) u². The roundings
+//   of Q's or K's components that a whole sum shares (a side scaled or converted once: up to 3 per
+//   component on each side) are one variable each, of difference Σ_j μ_j |f_j| σ |q_c k_jc|: by
+//   Minkowski their squares sum to at most C_c := 6 (Σ_j μ_j |f_jc| σ ℓ2_j)², ℓ2_j := √Σ_c (q_c k_jc)².
+//   With SB1's additions in the same McDiarmid sum and SB1's stagnation Σ_stag:
+//   δ_S = σ [(1 + γ_{c_σ+2}) Σ_j (ω_j + R₂_j) |f_j| + γ_F Σ μ |f| + λ √(V_c + u² C_c + A_spread²)
+//   + A_second + Σ_stag] + flush, then B6-B8's storage terms as the certified band's (the GQA heads'
+//   roundings on the certified δ: the statistical event bounds only the group's total).
 // SB3 and SB4 are one event per query row, SB2 and SB5 one per element: λ makes 2 N exp(-λ²/2) = α for N
 // the elements of every gradient plus two per query row (a union bound over all of them, so each
 // report's false alarm probability is at most α). A statistical δ above the certified one is cut
