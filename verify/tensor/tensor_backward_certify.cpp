@@ -439,8 +439,7 @@ struct GradientSums {
   std::vector<double> term_mid, term_spread;                            // spread (SB1's stagnation)
   double total_mag = 0;  // Σ of the terms' magnitude bounds μ
   std::size_t terms = 0;
-  // Step SB5: per term, its factor row f and RandomTerm (empty unless every term has one).
-  std::vector<const double*> own_f;
+  // Step SB5: per term, its RandomTerm (its f is term_f's; empty unless every term has one).
   std::vector<RandomTerm> own;
   explicit GradientSums(std::size_t width)
       : mid(width, 0.0), abs(width, 0.0), rad(width, 0.0), err(width, 0.0), err_s(width, 0.0), mag(width, 0.0),
@@ -453,7 +452,7 @@ struct GradientSums {
            const RandomTerm* random = nullptr) {
     if (random) {
       x_err_s = std::min(x_err, random->worst + random->second);
-      own_f.push_back(f), own.push_back(*random);
+      own.push_back(*random);
     }
     const double m = std::clamp(0.5 * x.lo + 0.5 * x.hi, x.lo, x.hi);
     const double r = std::max(next_up(x.hi - m), next_up(m - x.lo));
@@ -561,11 +560,11 @@ void finish(const GradientSums& s, const Units& u, Interval sigma, const Finish&
     }
     std::vector<double> top(width, 0.0), sum(width, 0.0);
     for (std::size_t j = 0; j < s.own.size(); ++j)
-      for (std::size_t c = 0; c < width; ++c) top[c] = std::max(top[c], std::fabs(s.own_f[j][c]) * root[j]);
+      for (std::size_t c = 0; c < width; ++c) top[c] = std::max(top[c], std::fabs(s.term_f[j][c]) * root[j]);
     for (std::size_t j = 0; j < s.own.size(); ++j)
       for (std::size_t c = 0; c < width; ++c)
         if (top[c] > 0) {
-          const double x = std::fabs(s.own_f[j][c]) * root[j] / top[c];
+          const double x = std::fabs(s.term_f[j][c]) * root[j] / top[c];
           sum[c] += x * x;
         }
     for (std::size_t c = 0; c < width; ++c)
