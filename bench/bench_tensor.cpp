@@ -6,10 +6,13 @@
 // issue's figure) and 256 (the README's example). BM_EncloseRowFast is the oracle's fast pass alone.
 // BM_CertifyBackward and BM_CertifyForwardHeads: a [1, 8, 2048, 64] fp32 problem's backward
 // (certify_backward, a FlashAttention-2-style float kernel's gradients, out and LSE given) beside its
-// forward (certify_tensor), both sampling 256 rows; a key row needs its whole head's row statistics.
+// forward (certify_tensor), both sampling 256 rows; a key row needs its whole head's row statistics
+// (two head groups: 16x the forward's (row, key) pairs). And [1, 8, 512, 64] with every row
+// certified (rows = 0), where both sides do the same pairs.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -110,36 +113,38 @@ struct BackwardBench {
   attn::testing_support::BackwardRun run;
 };
 
-const BackwardBench& backward_bench() {
-  static const BackwardBench bench = [] {
-    BackwardBench b;
-    std::mt19937_64 rng(2048);
-    std::normal_distribution<double> normal;
-    TensorProblem& p = b.problem;
-    p.q_heads = p.kv_heads = 8, p.L = p.S = 2048, p.E = p.Ev = 64;
-    p.dtype = DType::fp32;
-    for (auto* values : {&p.query, &p.key, &p.value, &b.dout}) {
-      values->resize(p.q_heads * p.S * p.E);
-      for (double& x : *values) x = round_to(DType::fp32, normal(rng));
-    }
-    b.run = attn::testing_support::backward_kernel<float>(p, b.dout, {});
-    return b;
-  }();
-  return bench;
+// One problem per sequence length S (built once: the float backward's run is the slow part).
+const BackwardBench& backward_bench(std::size_t S) {
+  static std::map<std::size_t, BackwardBench> benches;
+  auto [at, fresh] = benches.try_emplace(S);
+  BackwardBench& b = at->second;
+  if (!fresh) return b;
+  std::mt19937_64 rng(2048);
+  std::normal_distribution<double> normal;
+  TensorProblem& p = b.problem;
+  p.q_heads = p.kv_heads = 8, p.L = p.S = S, p.E = p.Ev = 64;
+  p.dtype = DType::fp32;
+  for (auto* values : {&p.query, &p.key, &p.value, &b.dout}) {
+    values->resize(p.q_heads * p.S * p.E);
+    for (double& x : *values) x = round_to(DType::fp32, normal(rng));
+  }
+  b.run = attn::testing_support::backward_kernel<float>(p, b.dout, {});
+  return b;
 }
 
+// rows = 0: every row (nullopt).
 CertifyOptions bench_options(std::size_t rows, unsigned threads) {
   CertifyOptions options;
   options.arithmetic = arithmetic_profile("fp32").value();
-  options.rows = rows;
+  if (rows > 0) options.rows = rows;
   options.threads = threads;
   options.diagnose = false;
   return options;
 }
 
-// Args: rows sampled (query rows for dq, key rows for dk and dv), threads.
+// Args: rows sampled (query rows for dq, key rows for dk and dv; 0 = all), threads, S.
 void BM_CertifyBackward(benchmark::State& state) {
-  const BackwardBench& b = backward_bench();
+  const BackwardBench& b = backward_bench(static_cast<std::size_t>(state.range(2)));
   const CertifyOptions options = bench_options(static_cast<std::size_t>(state.range(0)),
                                                static_cast<unsigned>(state.range(1)));
   BackwardInputs inputs;
@@ -150,11 +155,11 @@ void BM_CertifyBackward(benchmark::State& state) {
     if (!report.passed) state.SkipWithError("a float backward failed certification");
   }
 }
-BENCHMARK(BM_CertifyBackward)->Args({256, 2})->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
+BENCHMARK(BM_CertifyBackward)->Args({256, 2, 2048})->Args({0, 2, 512})->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
 
 // The same problem's forward: its output certified with the same sample size.
 void BM_CertifyForwardHeads(benchmark::State& state) {
-  const BackwardBench& b = backward_bench();
+  const BackwardBench& b = backward_bench(static_cast<std::size_t>(state.range(2)));
   const CertifyOptions options = bench_options(static_cast<std::size_t>(state.range(0)),
                                                static_cast<unsigned>(state.range(1)));
   for (auto _ : state) {
@@ -162,6 +167,6 @@ void BM_CertifyForwardHeads(benchmark::State& state) {
     if (!report.passed) state.SkipWithError("a float forward failed certification");
   }
 }
-BENCHMARK(BM_CertifyForwardHeads)->Args({256, 2})->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
+BENCHMARK(BM_CertifyForwardHeads)->Args({256, 2, 2048})->Args({0, 2, 512})->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
 
 }  // namespace

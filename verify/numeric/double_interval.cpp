@@ -95,10 +95,6 @@ double scaled_end(double y, int n, bool upper) {
 
 }  // namespace
 
-Interval multiply(Interval a, Interval b) {
-  const double p[] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
-  return {next_down(std::min({p[0], p[1], p[2], p[3]})), next_up(std::max({p[0], p[1], p[2], p[3]}))};
-}
 
 double gamma_of(double n) {
   const double nu = n * kUnit;

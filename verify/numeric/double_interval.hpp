@@ -45,7 +45,12 @@ inline constexpr double kRoundingSafety = 1 + 0x1p-20;
 [[nodiscard]] inline Interval add(Interval a, Interval b) { return {next_down(a.lo + b.lo), next_up(a.hi + b.hi)}; }
 
 /// a·b, outwards.
-[[nodiscard]] Interval multiply(Interval a, Interval b);
+[[nodiscard]] inline Interval multiply(Interval a, Interval b) {
+  const double p[] = {a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi};
+  double lo = p[0], hi = p[0];  // as std::min and std::max over the list (a NaN product is skipped unless first)
+  for (int k = 1; k < 4; ++k) lo = p[k] < lo ? p[k] : lo, hi = hi < p[k] ? p[k] : hi;
+  return {next_down(lo), next_up(hi)};
+}
 
 /// a·b for a.lo, b.lo >= 0 (products of exponentials), outwards: two products instead of four.
 [[nodiscard]] inline Interval multiply_nonnegative(Interval a, Interval b) {

@@ -427,6 +427,40 @@ Ds ds_of(const Units& u, Interval P, const Weight& w, const Weight& w_s, const D
   return {multiply(P, a), err, err_s, P.hi * abs_a + err};
 }
 
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define ATTN_BACKWARD_CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
+#endif
+#endif
+#ifndef ATTN_BACKWARD_CLONES
+#define ATTN_BACKWARD_CLONES
+#endif
+
+// GradientSums::add's columns: per column c, the term's midpoint m·f_c into mid and abs, its radius,
+// errors and magnitude times |f_c|, and its positive and negative parts widened by its spread. SIMD
+// across c (each column's sum keeps its order over the terms).
+struct ColumnSums {
+  double *mid, *abs, *rad, *err, *err_s, *mag, *pos, *neg;
+};
+ATTN_BACKWARD_CLONES void accumulate_columns(const ColumnSums& s, const double* __restrict f, std::size_t width,
+                                             double m, double r, double x_err, double x_err_s, double x_mag,
+                                             double spread) {
+  double *__restrict mid = s.mid, *__restrict abs = s.abs, *__restrict rad = s.rad, *__restrict err = s.err;
+  double *__restrict err_s = s.err_s, *__restrict mag = s.mag, *__restrict pos = s.pos, *__restrict neg = s.neg;
+#pragma omp simd
+  for (std::size_t c = 0; c < width; ++c) {
+    const double fc = f[c], a = std::fabs(fc), t = m * fc;
+    mid[c] += t;
+    abs[c] += std::fabs(t);
+    rad[c] += r * a;
+    err[c] += x_err * a;
+    err_s[c] += x_err_s * a;
+    mag[c] += x_mag * a;
+    pos[c] += std::max(0.0, t) + spread * a;
+    neg[c] += std::max(0.0, -t) + spread * a;
+  }
+}
+
 // One gradient row's sums over its terms x·f_c (x = dS or P, f = a key, query or dout row).
 // Per column: the midpoint sum, Σ |mid·f|, the radii, the terms' certified and statistical errors,
 // their magnitude bounds, and the positive and negative parts of the computed terms (Step SB1's H);
@@ -457,20 +491,10 @@ struct GradientSums {
     const double m = std::clamp(0.5 * x.lo + 0.5 * x.hi, x.lo, x.hi);
     const double r = std::max(next_up(x.hi - m), next_up(m - x.lo));
     const double spread = r + x_err;  // the computed x lies within m ± spread
-    const std::size_t width = mid.size();
-    for (std::size_t c = 0; c < width; ++c) {
-      const double fc = f[c], a = std::fabs(fc), t = m * fc;
-      mid[c] += t;
-      abs[c] += std::fabs(t);
-      rad[c] += r * a;
-      err[c] += x_err * a;
-      err_s[c] += x_err_s * a;
-      mag[c] += x_mag * a;
-      pos[c] += std::max(0.0, t) + spread * a;
-      neg[c] += std::max(0.0, -t) + spread * a;
-    }
+    accumulate_columns({mid.data(), abs.data(), rad.data(), err.data(), err_s.data(), mag.data(), pos.data(), neg.data()},
+                       f, mid.size(), m, r, x_err, x_err_s, x_mag, spread);
     if (random)
-      for (std::size_t c = 0; c < width; ++c) common[c] += random->common * std::fabs(f[c]);
+      for (std::size_t c = 0; c < mid.size(); ++c) common[c] += random->common * std::fabs(f[c]);
     dot_lo.push_back(blocks.dot.lo), dot_hi.push_back(blocks.dot.hi);
     weight_lo.push_back(blocks.weight.lo), weight_hi.push_back(blocks.weight.hi);
     dp_lo.push_back(blocks.dp.lo), dp_hi.push_back(blocks.dp.hi);
@@ -664,15 +688,6 @@ void cheap_checks(std::span<const double> grad, std::size_t first, std::size_t w
           {{at[0], at[1], at[2], c}, got, {0, 0}, 0, 0, 0, std::fabs(got) / ulp_of(dtype, 0), kInf, reason});
   }
 }
-
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define ATTN_BACKWARD_CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
-#endif
-#endif
-#ifndef ATTN_BACKWARD_CLONES
-#define ATTN_BACKWARD_CLONES
-#endif
 
 // Σ_c x_tc y_jc and Σ_c |x_tc y_jc| for the m rows t of X (`ldx` apart) and the n rows j of Y (`ldy`
 // apart), into sums[t·n + j]: each row of Y read once for the block's m rows of X (which stay in L1),

@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include <boost/sort/spreadsort/float_sort.hpp>
+
 #include "numeric/double_interval.hpp"
 
 // Derivation of the tensor band δ (band.cpp's derivation, generalized to an arithmetic profile).
@@ -345,7 +347,14 @@ std::vector<std::size_t> link(const std::vector<double>& lo, const std::vector<d
   std::vector<std::pair<double, std::size_t>> order(lo.size());
   std::vector<std::size_t> block(lo.size());
   for (std::size_t j = 0; j < order.size(); ++j) order[j] = {std::isnan(lo[j]) ? std::numeric_limits<double>::infinity() : lo[j], j};
-  std::sort(order.begin(), order.end());
+  // Spreadsort (radix on the doubles' bits, then comparisons): equal lo may come in any order, which
+  // links them into the same block either way.
+  boost::sort::spreadsort::float_sort(
+      order.begin(), order.end(),
+      [](const std::pair<double, std::size_t>& x, unsigned offset) {
+        return boost::sort::spreadsort::float_mem_cast<double, std::int64_t>(x.first) >> offset;
+      },
+      [](const std::pair<double, std::size_t>& x, const std::pair<double, std::size_t>& y) { return x.first < y.first; });
   std::size_t id = 0;
   double reach = -std::numeric_limits<double>::infinity();
   for (std::size_t n = 0; n < order.size(); ++n) {
