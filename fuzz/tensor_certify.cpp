@@ -76,6 +76,10 @@ TensorProblem build(attn::fuzz::ByteSource& bytes) {
   if (bytes.flag())
     for (std::size_t b = 0; b < p.batch; ++b) p.key_lengths.push_back(bytes.in_range(0, p.S));
   p.causal = static_cast<Causal>(bytes.in_range(0, 2));
+  if (bytes.flag()) {  // a sliding window: each side -1 (unbounded) to S - 1
+    p.window_left = static_cast<std::int64_t>(bytes.in_range(0, p.S)) - 1;
+    p.window_right = static_cast<std::int64_t>(bytes.in_range(0, p.S)) - 1;
+  }
   return p;
 }
 

@@ -37,7 +37,7 @@ __all__ = ["check_attention", "assert_attention_close", "exact_gradients", "chec
 
 
 def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, causal_alignment="top-left",
-                    scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
+                    window_size=(-1, -1), scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
                     weights_in_storage=None, rows=None, seed=0, tier="certified", alpha=1e-9, key_tile=None,
                     sum_chunk=None, single_pass=False, splits=None, ordered=False, accumulator=None,
                     query_in_storage=None, lse=None, lse_base=None, masked_lse="-inf") -> Report:
@@ -48,7 +48,10 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     cache read by an fp32 query): each tensor is exact in its own format. attn_mask: None, boolean (True = takes part) or float (added to the scaled scores),
     broadcastable to [B, Hq, L, S]. is_causal: key j takes part in query i iff j <= i
     (``causal_alignment="top-left"``, PyTorch) or j <= i + S - L (``"bottom-right"``, FlashAttention
-    >= 2.1). scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
+    >= 2.1). window_size: (left, right), FlashAttention's sliding window (bottom-right aligned):
+    query i sees keys i + S - L - left <= j <= i + S - L + right, -1 an unbounded side; (S - 1, 0)
+    is exactly bottom-right causal; it combines with is_causal and the mask (every rule must admit
+    a key). scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
     kv head h // G. key_lengths: per batch item, keys j >= length are masked. precision: "fp64",
     "fp32", "fp16", "bf16", "fp16-math" or "bf16-math" (PyTorch's math path: the scaled Q, the
     scores and P rounded to the dtype too) (default: the inputs' dtype; an out of another dtype is noted in
@@ -83,7 +86,7 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     """
     out_values, out_dtype = as_exact_array(out, "out")
     call = _sdpa_call(out_values, "out", query, key, value, attn_mask, is_causal, causal_alignment, scale,
-                      enable_gqa, key_lengths)
+                      enable_gqa, key_lengths, window_size)
     q, k, v, q_dtype, k_dtype, rank = call.q, call.k, call.v, call.q_dtype, call.k_dtype, call.q.ndim
     mask, mask_kind, lengths = call.mask, call.mask_kind, call.lengths
     explicit_precision = precision is not None
@@ -119,7 +122,7 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     native = _attncheck.certify(
         out_values.reshape(to_rank4(out_values.shape, "out")), q.reshape(to_rank4(q.shape, "query")),
         k.reshape(to_rank4(k.shape, "key")), v.reshape(to_rank4(v.shape, "value")), mask=mask, mask_kind=mask_kind,
-        causal=call.causal, scale=call.scale,
+        causal=call.causal, window=call.window, scale=call.scale,
         key_lengths=lengths, precision=precision, exp_ulps=None if exp_ulps is None else float(exp_ulps),
         weights_in_storage=None if weights_in_storage is None else bool(weights_in_storage),
         query_in_storage=None if query_in_storage is None else bool(query_in_storage),
@@ -172,7 +175,7 @@ class _SdpaCall:
 
 
 def _sdpa_call(out_values, out_name, query, key, value, attn_mask, is_causal, causal_alignment, scale, enable_gqa,
-               key_lengths) -> _SdpaCall:
+               key_lengths, window_size=(-1, -1)) -> _SdpaCall:
     """query, key, value and the SDPA keywords checked (TypeError/ValueError naming the argument at
     fault), with the output-shaped array ``out_values`` (out or dout) for the shapes."""
     q, q_dtype = as_exact_array(query, "query")
@@ -197,12 +200,20 @@ def _sdpa_call(out_values, out_name, query, key, value, attn_mask, is_causal, ca
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
         raise TypeError(f"scale: expected a float or None, got {type(scale).__name__}")
     return _SdpaCall(q=q, k=k, v=v, q_dtype=q_dtype, k_dtype=k_dtype, mask=mask, mask_kind=mask_kind,
-                     causal=causal_alignment if is_causal else "none",
+                     causal=causal_alignment if is_causal else "none", window=_window(window_size),
                      scale=None if scale is None else float(scale), lengths=_key_lengths(key_lengths))
 
 
+def _window(window_size):
+    """FlashAttention's window_size (left, right) checked: two ints, each -1 (unbounded) or >= 0."""
+    if isinstance(window_size, (str, bytes)) or not hasattr(window_size, "__len__") or len(window_size) != 2:
+        raise TypeError(f"window_size: expected a pair (left, right), got {window_size!r}")
+    left, right = (check_int(side, f"window_size[{k}]", minimum=-1) for k, side in enumerate(window_size))
+    return (left, right)
+
+
 def exact_gradients(dout, query, key, value, *, attn_mask=None, is_causal=False, causal_alignment="top-left",
-                    scale=None, enable_gqa=False, key_lengths=None, bits=128):
+                    window_size=(-1, -1), scale=None, enable_gqa=False, key_lengths=None, bits=128):
     """The exact gradients (dq, dk, dv) of Σ dout ∘ SDPA(query, key, value, ...) for the exact inputs,
     as float64 arrays in the inputs' shapes: each the midpoint of an MPFI enclosure at ``bits`` bits,
     so within about 2^-53 relative of the exact value (rounded to float64). Semantics and arguments as
@@ -212,14 +223,14 @@ def exact_gradients(dout, query, key, value, *, attn_mask=None, is_causal=False,
     """
     dout_values, _ = as_exact_array(dout, "dout")
     call = _sdpa_call(dout_values, "dout", query, key, value, attn_mask, is_causal, causal_alignment, scale,
-                      enable_gqa, key_lengths)
+                      enable_gqa, key_lengths, window_size)
     bits = check_int(bits, "bits", minimum=64)
     if bits > 4096:
         raise ValueError(f"bits: expected at most 4096, got {bits}")
     dq, dk, dv = _attncheck.gradients(
         dout_values.reshape(to_rank4(dout_values.shape, "dout")), call.q.reshape(to_rank4(call.q.shape, "query")),
         call.k.reshape(to_rank4(call.k.shape, "key")), call.v.reshape(to_rank4(call.v.shape, "value")),
-        mask=call.mask, mask_kind=call.mask_kind, causal=call.causal, scale=call.scale, key_lengths=call.lengths,
+        mask=call.mask, mask_kind=call.mask_kind, causal=call.causal, window=call.window, scale=call.scale, key_lengths=call.lengths,
         precision=PRECISION_OF_DTYPE[call.q_dtype],
         kv_precision=None if call.k_dtype == call.q_dtype else PRECISION_OF_DTYPE[call.k_dtype], bits=bits)
     return dq.reshape(call.q.shape), dk.reshape(call.k.shape), dv.reshape(call.v.shape)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <span>
+#include <utility>
 
 // The rules below are written from PyTorch's documentation of scaled_dot_product_attention:
 // attn_mask is "a boolean mask where a value of True indicates that the element should take part
@@ -12,7 +13,9 @@
 // attn_bias`); it "must be broadcastable to the shape of attention weights" [B, Hq, L, S], with
 // NumPy's right-aligned broadcasting. is_causal is the top-left lower triangle
 // (torch.ones(L, S).tril(diagonal=0)); bottom-right is FlashAttention 2.1's alignment
-// (`torch.nn.attention.bias.causal_lower_right`: key j is kept iff j <= i + S - L).
+// (`torch.nn.attention.bias.causal_lower_right`: key j is kept iff j <= i + S - L). The sliding
+// window is FlashAttention's window_size = (left, right) (flash_attn_func's docstring): query i
+// attends to keys [i + S - L - left, i + S - L + right], -1 for an unbounded side.
 
 namespace attn::verify {
 namespace {
@@ -121,6 +124,12 @@ Result<Ok, Error> validate(const TensorProblem& p) {
     return ok;
   }
   if (p.scale && !std::isfinite(*p.scale)) return Error{"scale: must be finite"};
+  for (const auto& [side, value] : {std::pair{"left", p.window_left}, std::pair{"right", p.window_right}}) {
+    if (value < -1) {
+      return Error{std::string("window_size: the ") + side + " side must be -1 (unbounded) or at least 0, got " +
+                   std::to_string(value)};
+    }
+  }
   if (auto ok = check_mask(p); !ok) return ok;
   if (!p.key_lengths.empty()) {
     if (p.key_lengths.size() != p.batch) {
@@ -145,8 +154,16 @@ std::size_t tensor_index(const TensorProblem& p, std::size_t heads, std::size_t 
 
 std::size_t kv_head_of(const TensorProblem& p, std::size_t h) { return h / (p.q_heads / p.kv_heads); }
 
+bool has_window(const TensorProblem& p) { return p.window_left >= 0 || p.window_right >= 0; }
+
 bool takes_part(const TensorProblem& p, std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
   if (!p.key_lengths.empty() && j >= p.key_lengths[b]) return false;
+  if (has_window(p)) {  // d = j - (i + S - L), in signed arithmetic (sizes fit in memory, so far below 2^62)
+    const std::int64_t d = static_cast<std::int64_t>(j) + static_cast<std::int64_t>(p.L) -
+                           static_cast<std::int64_t>(i) - static_cast<std::int64_t>(p.S);
+    if (p.window_left >= 0 && d < -p.window_left) return false;
+    if (p.window_right >= 0 && d > p.window_right) return false;
+  }
   if (p.causal == Causal::top_left && j > i) return false;
   if (p.causal == Causal::bottom_right && j + p.L > i + p.S) return false;  // j <= i + S - L, unsigned-safe
   if (p.mask_kind == TensorMask::boolean) return p.mask[mask_offset(p, b, h, i, j)] != 0;

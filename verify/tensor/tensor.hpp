@@ -46,12 +46,17 @@ struct TensorProblem {
   std::vector<double> mask;                           ///< boolean: 0/1; additive: values (-inf allowed)
   std::vector<std::size_t> key_lengths;               ///< empty, or B entries <= S: keys j >= length masked
   Causal causal = Causal::none;
+  /// Sliding window (FlashAttention's window_size, bottom-right aligned): query i sees key j iff
+  /// i + S - L - left <= j <= i + S - L + right; -1 leaves that side unbounded. (S - 1, 0) is exactly
+  /// bottom-right causal. Combines with causal, masks and key lengths (every rule must admit the key).
+  std::int64_t window_left = -1, window_right = -1;
 };
 
 /// A problem that is well-formed: sizes agree with the data, Hkv divides Hq, the mask broadcasts,
-/// key lengths fit, the scale is finite, values are finite and representable in their storage
+/// key lengths fit, the window's sides are -1 or non-negative, the scale is finite, values are finite and representable in their storage
 /// format (query and an additive mask: dtype; key and value: kv_format). The error
-/// names the argument (as PyTorch calls it: query, key, value, attn_mask, scale, key_lengths).
+/// names the argument (as PyTorch calls it: query, key, value, attn_mask, scale, key_lengths;
+/// FlashAttention's window_size).
 [[nodiscard]] Result<Ok, Error> validate(const TensorProblem& problem);
 
 /// The storage format of key and value: kv_dtype, else dtype.
@@ -65,8 +70,11 @@ struct TensorProblem {
 /// The key/value head query head h reads: h / (Hq / Hkv).
 [[nodiscard]] std::size_t kv_head_of(const TensorProblem& problem, std::size_t h);
 
+/// Is either side of the sliding window bounded?
+[[nodiscard]] bool has_window(const TensorProblem& problem);
+
 /// Does key j take part in row (b, h, i)? False when a boolean mask says false, an additive mask
-/// is -inf, j >= key_lengths[b], or the causal rule excludes it.
+/// is -inf, j >= key_lengths[b], or the causal rule or the window excludes it.
 [[nodiscard]] bool takes_part(const TensorProblem& problem, std::size_t b, std::size_t h, std::size_t i,
                               std::size_t j);
 

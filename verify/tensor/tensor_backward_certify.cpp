@@ -1349,14 +1349,14 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
   });
 
   // Phase C: the mask rows, after the cheap checks of every element (finite; zero where no key takes part:
-  // a -inf element always, and with causal or key lengths every element whose positions are all excluded).
+  // a -inf element always, and with causal, key lengths or a window every element whose positions are all excluded).
   std::vector<RowOutcome> m_outcomes(mask_rows);
   std::vector<CertifiedRow> m_rows(mask_rows);
   parallel_for(mask_rows, options.threads, [&](std::size_t m) {
     const std::array<std::size_t, 3> at = mask_at(m);
     std::vector<char> zero(md[3], 0);
     for (std::size_t e = 0; e < md[3]; ++e) zero[e] = p.mask[m * md[3] + e] == -kInf;
-    if (p.causal != Causal::none || !p.key_lengths.empty()) {
+    if (p.causal != Causal::none || !p.key_lengths.empty() || has_window(p)) {
       std::fill(zero.begin(), zero.end(), 1);
       const auto [b0, b1] = broadcast_range(md[0], at[0], p.batch);
       const auto [h0, h1] = broadcast_range(md[1], at[1], p.q_heads);

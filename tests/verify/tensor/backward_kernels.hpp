@@ -43,6 +43,7 @@ struct BackwardChoices {
   bool dk_from_ds = false;          ///< bug: dK = σ dS Q instead of σ dSᵀ Q (needs L = S)
   bool gqa_first_head = false;      ///< bug: dK, dV from the group's first query head only
   bool ignore_causal = false;       ///< bug: the causal rule left out of the backward
+  bool ignore_window = false;       ///< bug: the sliding window left out of the backward
   bool p_from_log2_lse = false;     ///< bug: P = exp(s - lse₂), a log2 LSE read as natural
   bool dv_unnormalized = false;     ///< bug: dV from e^{s - max}, not divided by the sum
   bool nan_masked_rows = false;     ///< bug: a row without keys gives NaN (the math path's 0/0)
@@ -89,9 +90,12 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
   };
   const auto sees = [&](std::size_t b, std::size_t h, std::size_t i, std::size_t j, bool backward) {
     if (verify::takes_part(p, b, h, i, j)) return true;
-    if (!(backward && choices.ignore_causal) || p.causal == verify::Causal::none) return false;
-    verify::TensorProblem open = p;  // the same problem without its causal rule
-    open.causal = verify::Causal::none;
+    const bool causal = backward && choices.ignore_causal && p.causal != verify::Causal::none;
+    const bool window = backward && choices.ignore_window && verify::has_window(p);
+    if (!causal && !window) return false;
+    verify::TensorProblem open = p;  // the same problem without its causal rule or window
+    if (causal) open.causal = verify::Causal::none;
+    if (window) open.window_left = open.window_right = -1;
     return verify::takes_part(open, b, h, i, j);
   };
   const auto k_used = [&](std::size_t b, std::size_t g, std::size_t j, std::size_t c) {
@@ -159,7 +163,7 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
         }
         const T lse_used = choices.p_from_log2_lse ? lse * static_cast<T>(std::numbers::log2e) : lse;
         const auto weight = [&](std::size_t j) -> T {
-          if (choices.algorithm == BackwardAlgorithm::math && !choices.ignore_causal) return P[j];
+          if (choices.algorithm == BackwardAlgorithm::math && !choices.ignore_causal && !choices.ignore_window) return P[j];
           return std::exp(score_of(b, h, i, j) - lse_used);
         };
         T D = 0;

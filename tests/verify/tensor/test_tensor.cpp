@@ -104,6 +104,55 @@ TEST(TensorSemantics, BottomRightCausalWithMoreQueriesEmptiesRows) {
   EXPECT_TRUE(enclose_row(p, 1, 64).empty);
 }
 
+TEST(TensorSemantics, SlidingWindowIsFlashAttentionsBottomRightBand) {
+  // flash_attn_func: query i attends to keys [i + S - L - left, i + S - L + right].
+  TensorProblem p = random_problem(1, 1, 1, 3, 7, 1, 1, 12);  // S - L = 4
+  p.window_left = 2, p.window_right = 1;
+  EXPECT_EQ(visible(p, 0, 0, 0), (std::vector<bool>{false, false, true, true, true, true, false}));
+  EXPECT_EQ(visible(p, 0, 0, 2), (std::vector<bool>{false, false, false, false, true, true, true}));
+  p.window_left = -1;  // unbounded on the left
+  EXPECT_EQ(visible(p, 0, 0, 0), (std::vector<bool>{true, true, true, true, true, true, false}));
+  p.window_left = 0, p.window_right = 0;  // the diagonal key alone
+  EXPECT_EQ(visible(p, 0, 0, 1), (std::vector<bool>{false, false, false, false, false, true, false}));
+  // More queries than keys: the band leaves the top rows without keys.
+  TensorProblem q = random_problem(1, 1, 1, 6, 3, 1, 1, 13);  // S - L = -3
+  q.window_left = 1, q.window_right = 0;
+  EXPECT_EQ(visible(q, 0, 0, 2), (std::vector<bool>{false, false, false}));
+  EXPECT_EQ(visible(q, 0, 0, 3), (std::vector<bool>{true, false, false}));
+  EXPECT_EQ(visible(q, 0, 0, 5), (std::vector<bool>{false, true, true}));
+  EXPECT_FALSE(row_has_keys(q, 2));
+  EXPECT_TRUE(enclose_row(q, 2, 64).empty);
+}
+
+TEST(TensorSemantics, WindowSMinusOneZeroIsExactlyBottomRightCausal) {
+  // FlashAttention #1133: window_size = (S - 1, 0) must equal causal=True (bottom-right), for every
+  // shape, and a left side beyond S - 1 changes nothing.
+  for (std::size_t L : {1, 2, 5, 9})
+    for (std::size_t S : {1, 3, 5, 12}) {
+      TensorProblem window = random_problem(1, 1, 1, L, S, 1, 1, 14), causal = window;
+      window.window_left = static_cast<std::int64_t>(S) - 1, window.window_right = 0;
+      causal.causal = Causal::bottom_right;
+      TensorProblem wider = window;
+      wider.window_left += 100;
+      for (std::size_t i = 0; i < L; ++i) {
+        EXPECT_EQ(visible(window, 0, 0, i), visible(causal, 0, 0, i)) << "L " << L << " S " << S << " i " << i;
+        EXPECT_EQ(visible(wider, 0, 0, i), visible(causal, 0, 0, i)) << "L " << L << " S " << S << " i " << i;
+      }
+    }
+}
+
+TEST(TensorSemantics, WindowCombinesWithCausalMaskAndKeyLengths) {
+  TensorProblem p = random_problem(2, 1, 1, 4, 4, 1, 1, 15);
+  p.window_left = 1, p.window_right = 2;  // S = L: keys i - 1 .. i + 2
+  p.causal = Causal::top_left;            // and j <= i
+  p.key_lengths = {4, 2};
+  p.mask_kind = TensorMask::boolean, p.mask_shape = {1, 4}, p.mask = {1, 1, 0, 1};
+  ASSERT_TRUE(validate(p).ok());
+  EXPECT_EQ(visible(p, 0, 0, 3), (std::vector<bool>{false, false, false, true}));
+  EXPECT_EQ(visible(p, 0, 0, 1), (std::vector<bool>{true, true, false, false}));
+  EXPECT_EQ(visible(p, 1, 0, 3), (std::vector<bool>{false, false, false, false}));  // key lengths 2
+}
+
 TEST(TensorSemantics, KeyLengthsCombineWithCausalAndMask) {
   TensorProblem p = random_problem(2, 1, 1, 3, 3, 1, 1, 7);
   p.key_lengths = {1, 3};
@@ -170,6 +219,11 @@ TEST(TensorValidate, ErrorsNameTheArgument) {
   EXPECT_EQ(message(p).rfind("scale:", 0), 0u) << message(p);
   p = good, p.key_lengths = {3};
   EXPECT_EQ(message(p).rfind("key_lengths:", 0), 0u) << message(p);
+  p = good, p.window_right = -2;
+  EXPECT_EQ(message(p).rfind("window_size: the right side must be -1 (unbounded) or at least 0, got -2", 0), 0u)
+      << message(p);
+  p = good, p.window_left = 0, p.window_right = 0;
+  EXPECT_TRUE(validate(p).ok()) << message(p);
   p = good, p.mask_kind = TensorMask::boolean, p.mask_shape = {2, 2}, p.mask = {1, 0, 2, 1};
   EXPECT_EQ(message(p).rfind("attn_mask:", 0), 0u) << message(p);
   p.mask_kind = TensorMask::additive, p.mask = {0, kInf, 0, 0};

@@ -37,6 +37,7 @@ struct Shape {
   bool key_lengths = false;
   Data data = Data::gaussian;
   DType dtype = DType::fp32;
+  std::int64_t window_left = -1, window_right = -1;
 };
 
 struct Case {
@@ -78,6 +79,7 @@ Case make_case(const Shape& s, std::uint64_t seed) {
     }
   }
   p.causal = s.causal;
+  p.window_left = s.window_left, p.window_right = s.window_right;
   if (s.key_lengths) {
     for (std::size_t b = 0; b < p.batch; ++b) p.key_lengths.push_back(p.S - 1 - 2 * b);
   }
@@ -89,7 +91,10 @@ Case make_case(const Shape& s, std::uint64_t seed) {
   out.name = std::string(data_names[static_cast<int>(s.data)]) + (s.mask == TensorMask::boolean ? " bool mask" : "") +
              (s.mask == TensorMask::additive ? " float mask" : "") +
              (s.causal == Causal::top_left ? " causal" : s.causal == Causal::bottom_right ? " causal-br" : "") +
-             (s.kv_heads < s.q_heads ? " gqa" : "") + (s.key_lengths ? " key lengths" : "");
+             (s.kv_heads < s.q_heads ? " gqa" : "") + (s.key_lengths ? " key lengths" : "") +
+             (has_window(out.problem) ? " window (" + std::to_string(s.window_left) + ", " +
+                                          std::to_string(s.window_right) + ")"
+                                    : "");
   return out;
 }
 
@@ -111,6 +116,10 @@ std::vector<Case> cases(DType dtype) {
   out.push_back(make_case(s, seed++));
   s = Shape{};
   s.dtype = dtype, s.S = 70, s.L = 6, s.E = 16, s.Ev = 4, s.causal = Causal::bottom_right;
+  out.push_back(make_case(s, seed++));
+  s = Shape{};  // a sliding window (FlashAttention's, bottom-right aligned) with GQA and key lengths
+  s.dtype = dtype, s.batch = 2, s.q_heads = 4, s.kv_heads = 2, s.L = 10, s.S = 15, s.window_left = 3,
+  s.window_right = 1, s.key_lengths = true;
   out.push_back(make_case(s, seed++));
   return out;
 }
@@ -224,6 +233,7 @@ struct Mutant {
   bool masked_rows_only = false;
   /// The one problem on which the certified tier may not see it, and why (the zoo table says so).
   const char* invisible_on = nullptr;
+  bool window_only = false;
 };
 
 TEST(TensorBackwardCertify, EveryMutantOfTheZooIsCaught) {
@@ -242,6 +252,8 @@ TEST(TensorBackwardCertify, EveryMutantOfTheZooIsCaught) {
       {"P from a log2 LSE", [](BackwardChoices& c) { c.p_from_log2_lse = true; }},
       {"dV from unnormalized P", [](BackwardChoices& c) { c.dv_unnormalized = true; }},
       {"NaN for a fully masked row", [](BackwardChoices& c) { c.nan_masked_rows = true; }, false, false, false, true},
+      {"window missing in backward", [](BackwardChoices& c) { c.ignore_window = true; }, false, false, false, false,
+       nullptr, true},
   };
   const std::vector<Case> problems = cases(DType::fp32);
   std::printf("%-34s %-8s %s\n", "backward mutant (fp32 flash kernel)", "caught", "worst band usage");
@@ -256,6 +268,7 @@ TEST(TensorBackwardCertify, EveryMutantOfTheZooIsCaught) {
       if (m.causal_only && p.causal == Causal::none) continue;
       if (m.gqa_only && p.q_heads == p.kv_heads) continue;
       if (m.masked_rows_only && p.mask_kind == TensorMask::none) continue;
+      if (m.window_only && !has_window(p)) continue;
       ++applicable;
       const BackwardRun run = testing_support::backward_kernel<float>(p, c.dout, choices);
       const BackwardReport report = certify(c, run, "fp32");

@@ -1,7 +1,7 @@
 // The mutant zoo of tensor certification: correct attention kernels (fp32 three-step, fp32 tiled
 // online softmax, fp64 three-step, and the production attn::flash_attention in fp32 and fp64) on
-// TensorProblems with PyTorch's full semantics pass certify_tensor under their profile; kernels
-// with one bug each are caught on at least one problem.
+// TensorProblems with PyTorch's full semantics and FlashAttention's sliding windows pass
+// certify_tensor under their profile; kernels with one bug each are caught on at least one problem.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -40,11 +40,26 @@ struct Kernel {
   bool masked_row_nan = false;      ///< bug: a row without keys computes 0/0 (tiled)
   bool p_in_bf16 = false;           ///< bug: P rounded to bf16 before P·V
   bool accumulate_in_fp16 = false;  ///< bug: P·V sum rounded to fp16 after each add
+  bool window_left_wide = false;    ///< bug: the window's left end one key too far (j >= c - left - 1)
+  bool window_right_wide = false;   ///< bug: the window's right end one key too far (j <= c + right + 1)
+  bool window_top_left = false;     ///< bug: the window centred on i, not i + S - L (FlashAttention #1133's kind)
+  bool window_ignored = false;      ///< bug: no window at all
+  bool window_bug() const { return window_left_wide || window_right_wide || window_top_left || window_ignored; }
 };
 
-// Does key j take part in row (b, h, i), as the kernel decides it.
-bool kernel_takes_part(const TensorProblem& p, const Kernel& k, std::size_t b, std::size_t h, std::size_t i,
-                       std::size_t j) {
+// Does key j take part in row (b, h, i), as the kernel decides it. `windowless` is p without its
+// window (the window bugs decide the window themselves, then ask the other rules).
+bool kernel_takes_part(const TensorProblem& p, const TensorProblem& windowless, const Kernel& k, std::size_t b,
+                       std::size_t h, std::size_t i, std::size_t j) {
+  if (k.window_bug() && has_window(p)) {
+    const std::int64_t left = p.window_left + (k.window_left_wide && p.window_left >= 0 ? 1 : 0);
+    const std::int64_t right = p.window_right + (k.window_right_wide && p.window_right >= 0 ? 1 : 0);
+    const std::int64_t centre = static_cast<std::int64_t>(i) + (k.window_top_left ? 0 : static_cast<std::int64_t>(p.S) -
+                                                                                       static_cast<std::int64_t>(p.L));
+    const std::int64_t key = static_cast<std::int64_t>(j);
+    if (!k.window_ignored && ((left >= 0 && key < centre - left) || (right >= 0 && key > centre + right))) return false;
+    return takes_part(windowless, b, h, i, j);
+  }
   if (k.top_left_always && p.causal == Causal::bottom_right) {
     if (j > i) return false;
     TensorProblem without = p;  // the other rules unchanged
@@ -67,12 +82,14 @@ template <class T> std::vector<double> run_kernel(const TensorProblem& p, const 
   std::vector<double> out(p.batch * p.q_heads * p.L * p.Ev, 0.0);
   std::vector<T> score(p.S), weight(p.S), acc(p.Ev);
   std::vector<bool> part(p.S);
+  TensorProblem windowless = p;
+  windowless.window_left = windowless.window_right = -1;
   for (std::size_t b = 0; b < p.batch; ++b) {
     for (std::size_t h = 0; h < p.q_heads; ++h) {
       const std::size_t kvh = k.gqa_interleaved ? h % p.kv_heads : h / group;
       for (std::size_t i = 0; i < p.L; ++i) {
         for (std::size_t j = 0; j < p.S; ++j) {
-          part[j] = kernel_takes_part(p, k, b, h, i, j);
+          part[j] = kernel_takes_part(p, windowless, k, b, h, i, j);
           if (!part[j]) {
             score[j] = -inf;
             continue;
@@ -160,6 +177,7 @@ struct Spec {
   std::vector<std::size_t> key_lengths;
   std::optional<double> scale;
   bool increasing_scores = false;  ///< positive queries, keys growing with j: the max grows per tile
+  std::int64_t window_left = -1, window_right = -1;
 };
 
 std::string describe(const Spec& s, DType dtype) {
@@ -171,6 +189,7 @@ TensorProblem make_problem(const Spec& s, DType dtype) {
   p.batch = s.batch, p.q_heads = s.q_heads, p.kv_heads = s.kv_heads;
   p.L = s.L, p.S = s.S, p.E = s.E, p.Ev = s.Ev, p.dtype = dtype, p.layout = s.layout;
   p.causal = s.causal, p.key_lengths = s.key_lengths, p.scale = s.scale;
+  p.window_left = s.window_left, p.window_right = s.window_right;
   std::mt19937_64 random(s.seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   const auto draw = [&](double x) { return round_to(dtype, x); };
@@ -258,6 +277,27 @@ std::vector<Spec> specs() {
     s.causal = Causal::bottom_right, s.scale = 0.5, s.increasing_scores = true;
     v.push_back(s);
   }
+  // Sliding windows (FlashAttention's window_size, bottom-right aligned).
+  {
+    Spec s = sized("window (4, 0) L < S, key lengths", 707, 2, 2, 2, 11, 26, 8, 4);
+    s.window_left = 4, s.window_right = 0, s.key_lengths = {26, 17};
+    v.push_back(s);
+  }
+  {
+    Spec s = sized("window (3, 2) L > S, GQA, additive [L,S]", 808, 1, 4, 2, 30, 19, 8, 8);
+    s.window_left = 3, s.window_right = 2, s.mask_kind = TensorMask::additive;
+    v.push_back(s);
+  }
+  {
+    Spec s = sized("window (-1, 1) with top-left causal L < S", 909, 1, 2, 1, 14, 21, 4, 6);
+    s.window_right = 1, s.causal = Causal::top_left;
+    v.push_back(s);
+  }
+  {
+    Spec s = sized("window (0, 5) L = S, increasing scores", 1010, 1, 1, 1, 17, 17, 4, 4);
+    s.window_left = 0, s.window_right = 5, s.increasing_scores = true;
+    v.push_back(s);
+  }
   return v;
 }
 
@@ -310,12 +350,13 @@ TEST(TensorMutantZoo, CorrectKernelsPass) {
     ASSERT_TRUE(validate(p32).ok()) << describe(s, DType::fp32) << ": " << validate(p32).error().message;
     masked_rows += empty_rows(p32);
     for (const Kernel* k : {&three_step, &tiled}) check(*k, s, p32, run_kernel<float>(p32, *k), "fp32");
-    KernelStatus status = KernelStatus::ok;
-    check(flash32, s, p32, testing_support::run_flash<float>(p32, flash_run, &status), "fp32");
-    EXPECT_EQ(status, KernelStatus::ok) << describe(s, DType::fp32);
     const TensorProblem p64 = make_problem(s, DType::fp64);
     ASSERT_TRUE(validate(p64).ok()) << describe(s, DType::fp64) << ": " << validate(p64).error().message;
     check(fp64, s, p64, run_kernel<double>(p64, fp64), "fp64");
+    if (has_window(p32)) continue;  // the production kernel has no sliding window yet
+    KernelStatus status = KernelStatus::ok;
+    check(flash32, s, p32, testing_support::run_flash<float>(p32, flash_run, &status), "fp32");
+    EXPECT_EQ(status, KernelStatus::ok) << describe(s, DType::fp32);
     check(flash64, s, p64, testing_support::run_flash<double>(p64, flash_run, &status), "fp64 flash");
     EXPECT_EQ(status, KernelStatus::ok) << describe(s, DType::fp64);
   }
@@ -334,6 +375,10 @@ TEST(TensorMutantZoo, EveryMutantIsCaught) {
       {.name = "fully masked row 0/0", .tile = 16, .masked_row_nan = true},
       {.name = "P in bf16", .p_in_bf16 = true},
       {.name = "PV accumulated in fp16", .accumulate_in_fp16 = true},
+      {.name = "window's left end one key wide", .window_left_wide = true},
+      {.name = "window's right end one key wide", .tile = 8, .window_right_wide = true},
+      {.name = "window aligned top-left", .window_top_left = true},
+      {.name = "window ignored", .tile = 16, .window_ignored = true},
   };
   const auto started = std::chrono::steady_clock::now();
   const std::vector<Spec> all = specs();
