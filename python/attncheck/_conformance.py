@@ -1,7 +1,7 @@
 """attncheck.conformance(fn): named case families for any function with the SDPA signature.
 
 fn(query, key, value, **kwargs) is called with only the keyword arguments a case needs (attn_mask,
-is_causal, causal_alignment="bottom-right", enable_gqa), so a function without, say, enable_gqa
+is_causal, causal_alignment="bottom-right", enable_gqa, window_size: FlashAttention's), so a function without, say, enable_gqa
 still runs every other family; a family whose keyword fn does not accept is reported
 "skipped (fn lacks enable_gqa)", never passed. Each family draws its cases from the strategies of
 attncheck.strategies and certifies fn's output with check_attention; Hypothesis shrinks the first
@@ -48,6 +48,7 @@ FAMILIES = {
     "cross_attention": (dict(cross=True), ()),
     "tile_boundaries": (_TILED, ()),
     "tile_boundaries_causal": (dict(_TILED, alignments=("top-left",), causal_only=True), ("is_causal",)),
+    "sliding_window": (dict(windows=True, windows_only=True, max_len=12), ("window_size",)),
 }
 
 

@@ -50,16 +50,19 @@ class AttentionInputs:
     key_lengths: list | None = None
     scenario: str = "normal"
     dout: np.ndarray | None = None  #: an upstream gradient [B, Hq, L, Ev] (drawn with grads=True)
+    window_size: tuple = (-1, -1)  #: FlashAttention's sliding window (left, right); -1 unbounded
 
     def kwargs(self) -> dict:
         """The keyword arguments of check_attention / assert_attention_close for this call."""
         return {"attn_mask": self.attn_mask, "is_causal": self.is_causal, "causal_alignment": self.causal_alignment,
-                "scale": self.scale, "enable_gqa": self.enable_gqa, "key_lengths": self.key_lengths}
+                "scale": self.scale, "enable_gqa": self.enable_gqa, "key_lengths": self.key_lengths,
+                "window_size": tuple(self.window_size)}
 
     def sdpa_kwargs(self) -> dict:
         """The keyword arguments of the kernel under test: those of scaled_dot_product_attention
         that differ from their defaults (attn_mask, is_causal, scale, enable_gqa), and
-        causal_alignment="bottom-right" when drawn. key_lengths is never included."""
+        causal_alignment="bottom-right" and window_size (FlashAttention's) when drawn. key_lengths
+        is never included."""
         out = {}
         if self.attn_mask is not None:
             out["attn_mask"] = self.attn_mask
@@ -71,6 +74,8 @@ class AttentionInputs:
             out["scale"] = self.scale
         if self.enable_gqa:
             out["enable_gqa"] = True
+        if tuple(self.window_size) != (-1, -1):
+            out["window_size"] = tuple(self.window_size)
         return out
 
     def to_torch(self) -> "AttentionInputs":
@@ -88,7 +93,7 @@ class AttentionInputs:
         return (f"AttentionInputs(query={self.query.dtype.name}{list(self.query.shape)}, key={list(self.key.shape)}, "
                 f"value={list(self.value.shape)}, attn_mask={mask}, is_causal={self.is_causal}, "
                 f"causal_alignment={self.causal_alignment!r}, scale={self.scale}, enable_gqa={self.enable_gqa}, "
-                f"key_lengths={self.key_lengths}, scenario={self.scenario!r})\n"
+                f"key_lengths={self.key_lengths}, scenario={self.scenario!r}, window_size={tuple(self.window_size)})\n"
                 f"  query={self.query.tolist()}\n  key={self.key.tolist()}\n  value={self.value.tolist()}\n"
                 f"  attn_mask={None if self.attn_mask is None else self.attn_mask.tolist()}"
                 + ("" if self.dout is None else f"\n  dout={np.asarray(self.dout).tolist()}"))
@@ -118,6 +123,8 @@ class Recipe:
     tile_lengths: bool = True  # L and S also drawn from TILE_BOUNDARIES (those <= max_len)
     dense_above: int | None = None  # arrays of more elements are filled densely from a drawn seed
     grads: bool = False  # also draw an upstream gradient dout
+    windows: bool = False  # also draw a sliding window (FlashAttention's window_size)
+    windows_only: bool = False  # every draw has a window with at least one side bounded
 
 
 def _exponent_range(dtype: np.dtype) -> tuple:
@@ -228,8 +235,8 @@ def from_recipe(draw, recipe: Recipe) -> AttentionInputs:
         S = draw(st.integers(1, recipe.max_len).filter(lambda s: s != L))
     else:
         S = _length(draw, recipe, first=L)
-    if recipe.alignments == ("bottom-right",) and recipe.masked_rows == "never":
-        S = max(S, L)  # bottom-right with L > S masks the first L - S rows entirely
+    if (recipe.alignments == ("bottom-right",) or recipe.windows) and recipe.masked_rows == "never":
+        S = max(S, L)  # bottom-right (causal or a window's right side) with L > S masks the first L - S rows
     E = draw(st.integers(1, recipe.max_dim))
     Ev = draw(st.integers(1, recipe.max_dim).filter(lambda e: e != E)) if recipe.cross else \
         draw(st.one_of(st.just(E), st.integers(1, recipe.max_dim)))
@@ -252,7 +259,12 @@ def from_recipe(draw, recipe: Recipe) -> AttentionInputs:
                                     max_size=B))
     enable_gqa = group > 1 or (recipe.gqa and draw(st.booleans()))
     dout = _values(draw, recipe, dtype, (B, Hq, L, Ev), 3) if recipe.grads else None
-    return AttentionInputs(q, k, v, mask, is_causal, alignment, scale, enable_gqa, key_lengths, scenario, dout)
+    window = (-1, -1)
+    if recipe.windows and (recipe.windows_only or draw(st.booleans())):
+        # Each side shrinks towards 0 (the diagonal key alone); -1 is an unbounded side.
+        window = (draw(st.integers(-1, S)), draw(st.integers(-1 if not recipe.windows_only else 0, S)))
+    return AttentionInputs(q, k, v, mask, is_causal, alignment, scale, enable_gqa, key_lengths, scenario, dout,
+                           window)
 
 
 def _option(name, value, table):
@@ -265,7 +277,7 @@ def _option(name, value, table):
 
 
 def attention_inputs(dtype="float32", max_batch=2, max_heads=4, max_len=129, max_dim=8, masks=True, causal=True,
-                     gqa=True, key_lengths=False, scales=True, grads=False):
+                     gqa=True, key_lengths=False, scales=True, grads=False, windows=False):
     """A strategy for AttentionInputs (numpy arrays of `dtype`: "float64", "float32" or "float16").
 
     max_len: the longest L and S; lengths are drawn at 1, at the TILE_BOUNDARIES up to max_len
@@ -276,7 +288,8 @@ def attention_inputs(dtype="float32", max_batch=2, max_heads=4, max_len=129, max
     key_lengths: also draw per-item key lengths (check_attention's extension; not an SDPA argument).
     scales: also draw explicit scales (1, 1/2, 1/8; None, the default 1/√E, otherwise).
     grads: also draw ``inputs.dout``, an upstream gradient of the output's shape (edge-biased values
-    of `dtype`), for check_attention_backward.
+    of `dtype`), for check_attention_backward. windows: also draw FlashAttention's sliding window
+    ``inputs.window_size`` (each side -1 or 0..S; passed to the kernel as ``window_size``).
     """
     if np.dtype(dtype).name not in ("float64", "float32", "float16"):
         raise ValueError(f"dtype: expected float64, float32 or float16, got {dtype!r}")
@@ -289,5 +302,5 @@ def attention_inputs(dtype="float32", max_batch=2, max_heads=4, max_len=129, max
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
     recipe = Recipe(dtype=np.dtype(dtype).name, max_batch=max_batch, max_heads=max_heads, max_len=max_len,
                     max_dim=max_dim, mask_kinds=mask_kinds, alignments=alignments,
-                    gqa=gqa, key_lengths=key_lengths, scales=scales, grads=bool(grads))
+                    gqa=gqa, key_lengths=key_lengths, scales=scales, grads=bool(grads), windows=bool(windows))
     return from_recipe(recipe)

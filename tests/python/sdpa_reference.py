@@ -4,10 +4,11 @@ import numpy as np
 
 
 def sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_gqa=False,
-         causal_alignment="top-left", compute=None):
+         causal_alignment="top-left", compute=None, window_size=(-1, -1)):
     """softmax(Q·Kᵀ·scale + mask)·V with the max shift, computed in `compute` (default: the inputs' dtype).
 
-    A row with no key taking part is zero (PyTorch >= 2.5's convention).
+    A row with no key taking part is zero (PyTorch >= 2.5's convention). window_size: FlashAttention's
+    (query i sees keys i + S - L - left .. i + S - L + right; -1 an unbounded side).
     """
     dtype = query.dtype
     compute = np.dtype(compute or (np.float32 if dtype == np.float16 else dtype))
@@ -22,6 +23,11 @@ def sdpa(query, key, value, attn_mask=None, is_causal=False, scale=None, enable_
     if is_causal:
         offset = 0 if causal_alignment == "top-left" else S - L
         keep = np.tril(keep, k=offset)
+    left, right = window_size
+    if left >= 0:
+        keep &= np.triu(np.ones((L, S), dtype=bool), k=S - L - left)
+    if right >= 0:
+        keep &= np.tril(np.ones((L, S), dtype=bool), k=S - L + right)
     scores = np.where(keep, scores, -np.inf)
     if attn_mask is not None:
         mask = np.asarray(attn_mask)

@@ -55,7 +55,30 @@ def additive_mask_ignored(query, key, value, attn_mask=None, **kwargs):
                 **kwargs)
 
 
+def window_left_end_wide(query, key, value, window_size=(-1, -1), **kwargs):
+    """The window's left end one key too far (j >= i + S - L - left - 1)."""
+    left, right = window_size
+    return sdpa(query, key, value, window_size=(left + 1 if left >= 0 else left, right), **kwargs)
+
+
+def window_centred_top_left(query, key, value, window_size=(-1, -1), **kwargs):
+    """The window centred on query i, not on i + S - L (window_size=(S - 1, 0) then differs from
+    bottom-right causal: FlashAttention #1133's kind)."""
+    L, S = query.shape[-2], key.shape[-2]
+    i, j = np.arange(L)[:, None], np.arange(S)[None, :]
+    left, right = window_size
+    keep = ((j >= i - left) | (left < 0)) & ((j <= i + right) | (right < 0))
+    return sdpa(query, key, value, attn_mask=keep, **kwargs)
+
+
+def window_ignored(query, key, value, window_size=(-1, -1), **kwargs):
+    return sdpa(query, key, value, **kwargs)
+
+
 @pytest.mark.parametrize("kernel,family,reason", [
+    (window_left_end_wide, "sliding_window", "outside band"),
+    (window_centred_top_left, "sliding_window", ""),
+    (window_ignored, "sliding_window", ""),
     (gqa_interleaved, "gqa_mapping", "outside band"),
     (bottom_right_as_top_left, "causal_bottom_right", "outside band"),
     (no_max_shift, "huge_scores", "NaN"),
@@ -76,7 +99,8 @@ def test_keywords_a_function_lacks_are_skipped_not_passed():
         return sdpa(query, key, value, attn_mask=attn_mask)
 
     table = attncheck.conformance(plain, cases=5)
-    assert table.skipped == ["causal_top_left", "causal_bottom_right", "gqa_mapping", "tile_boundaries_causal"]
+    assert table.skipped == ["causal_top_left", "causal_bottom_right", "gqa_mapping", "tile_boundaries_causal",
+                             "sliding_window"]
     assert str(table[("gqa_mapping")]) == "skipped (fn lacks enable_gqa)"
     assert not set(table.skipped) & set(table.passed)
     assert bool(table) and table.failed == []

@@ -176,3 +176,28 @@ def test_masks_draws_the_kinds_it_names(masks, kinds):
 def test_wrong_strategy_arguments(arguments, name):
     with pytest.raises(ValueError, match=name):
         strategies.attention_inputs(**arguments)
+
+
+def test_windows_are_drawn_and_a_kernel_without_them_shrinks_to_three_positions():
+    seen = set()
+
+    @settings(database=None, derandomize=True, max_examples=300)
+    @given(strategies.attention_inputs(dtype="float32", windows=True, key_lengths=True))
+    def check(inputs):
+        left, right = inputs.window_size
+        seen.add(("left bounded" if left >= 0 else "left open", "right bounded" if right >= 0 else "right open"))
+        assert ("window_size" in inputs.sdpa_kwargs()) == ((left, right) != (-1, -1))
+        attncheck.assert_attention_close(run_reference(inputs), inputs.query, inputs.key, inputs.value,
+                                         **inputs.kwargs())
+
+    check()
+    assert len(seen) == 4, seen
+
+    def without_window(inputs):
+        out = run_reference(inputs, window_size=(-1, -1))
+        return not attncheck.check_attention(out, inputs.query, inputs.key, inputs.value, **inputs.kwargs()).passed
+
+    found = find(strategies.attention_inputs(dtype="float32", windows=True, causal=False, gqa=False, masks=False),
+                 without_window, settings=settings(database=None, derandomize=True, max_examples=500))
+    # Two keys and one query (a key outside the band), or one key and two queries (a row above it).
+    assert found.query.shape[:2] == (1, 1) and found.query.shape[2] + found.key.shape[2] == 3, found
