@@ -95,6 +95,7 @@ template <class T> KernelStatus check(const FlashShape& sh, std::size_t q, std::
       (opt.key_lengths.size() != sh.batch ||
        std::any_of(opt.key_lengths.begin(), opt.key_lengths.end(), [&](std::size_t l) { return l > sh.m; })))
     return KernelStatus::bad_key_lengths;
+  if (opt.window_left < -1 || opt.window_right < -1) return KernelStatus::bad_window;
   if (opt.scale) {
     if (!std::isfinite(*opt.scale) || !std::isfinite(static_cast<T>(*opt.scale))) return KernelStatus::bad_scale;
   } else if (!(std::isfinite(opt.scale_divisor) && opt.scale_divisor > 0)) {
@@ -122,6 +123,7 @@ template <class T> KernelStatus run(const FlashShape& sh, std::span<const T> Q, 
   job.o = flash_detail::strides_of(opt.layout, sh.q_heads, sh.n, sh.head_dim_v);
   job.causal = opt.causal;
   job.key_lengths = opt.key_lengths.empty() ? nullptr : opt.key_lengths.data();
+  job.window_left = opt.window_left, job.window_right = opt.window_right;
   (void)mask_view(sh, opt.mask_bits, job.bits);  // sizes checked above
   (void)mask_view(sh, bias, job.bias);
   // The scale in T: the caller's multiplier converted once, or fl(1/divisor) (flash_error_bound).

@@ -2,7 +2,7 @@
 // softmax (running max and sum, rescaled accumulators, no n x m buffer), SIMD with runtime
 // dispatch and threads over (batch, head, query block), with the semantics of PyTorch's
 // scaled_dot_product_attention (GQA, causal top-left or bottom-right, boolean and additive masks,
-// a scale multiplier) plus key padding. The judge path keeps the simple double kernel in
+// a scale multiplier) plus key padding and FlashAttention's sliding window. The judge path keeps the simple double kernel in
 // attention.hpp; this one is checked against it and certified against the oracle.
 #pragma once
 
@@ -33,7 +33,8 @@ struct FlashShape {
 };
 
 /// Masks, scale, tiling and threading of one call. Key j takes part in query i of batch item b and
-/// head h unless key padding, the causal rule, mask_bits or the additive mask excludes it; a mask
+/// head h unless key padding, the causal rule, the sliding window, mask_bits or the additive mask
+/// excludes it; a mask
 /// (mask_bits or the additive mask argument) holds n·m values (one for every item and head),
 /// B·n·m (one per batch item) or B·Hq·n·m (one per item and query head), row-major [.., i, j].
 struct FlashOptions {
@@ -41,6 +42,10 @@ struct FlashOptions {
   CausalAlignment causal = CausalAlignment::none;
   std::span<const std::uint8_t> mask_bits;   ///< empty (no boolean mask) or a mask as above, 0 = excluded
   std::span<const std::size_t> key_lengths;  ///< key padding: item b sees only j < key_lengths[b]
+  /// FlashAttention's sliding window (window_size), bottom-right aligned: query i sees keys
+  /// i + m - n - window_left <= j <= i + m - n + window_right; -1 an unbounded side. Key tiles wholly
+  /// outside a query tile's window are skipped.
+  std::int64_t window_left = -1, window_right = -1;
   double scale_divisor = 1.0;                ///< scores are Q·Kᵀ / scale_divisor (> 0) unless `scale` is set
   std::optional<double> scale;               ///< PyTorch's multiplier: scores are (Q·Kᵀ)·scale (finite, any sign),
                                              ///< converted once to the kernel's precision

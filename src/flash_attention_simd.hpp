@@ -134,6 +134,7 @@ template <class T> struct Job {
   Strides q, k, v, o;
   CausalAlignment causal = CausalAlignment::none;
   const std::size_t* key_lengths = nullptr;
+  std::int64_t window_left = -1, window_right = -1;  // FlashOptions' sliding window
   MaskView<std::uint8_t> bits;
   MaskView<T> bias;
   // Two ways to form exp's argument. Raw (positive scale, no bias): the running max is over raw
@@ -148,15 +149,25 @@ template <class T> struct Job {
   std::size_t items() const { return shape.batch * shape.q_heads * ((shape.n + query_tile - 1) / query_tile); }
 };
 
-// Keys j < key_end(job, b, i) can take part in query i of batch item b: key padding and the causal
-// rule, decided here and nowhere else (the masks then exclude single keys). Top-left keeps
-// j <= i, bottom-right j <= i + m - n, written j + n < i + 1 + m so nothing goes negative.
+// Keys key_begin(job, i) <= j < key_end(job, b, i) can take part in query i of batch item b: key
+// padding, the causal rule and the window, decided here and nowhere else (the masks then exclude
+// single keys). Top-left keeps j <= i, bottom-right j <= i + m - n; the window keeps
+// i + m - n - left <= j <= i + m - n + right. Signed arithmetic: sizes fit in memory, far below
+// 2^62. Both ends grow with i.
 template <class T> ATTN_INLINE std::size_t key_end(const Job<T>& job, std::size_t b, std::size_t i) {
-  const std::size_t padded = job.key_lengths != nullptr ? job.key_lengths[b] : job.shape.m;
-  if (job.causal == CausalAlignment::none) return padded;
-  const bool bottom_right = job.causal == CausalAlignment::bottom_right;
-  const std::size_t last = i + 1 + (bottom_right ? job.shape.m : 0), shift = bottom_right ? job.shape.n : 0;
-  return std::min(padded, last > shift ? last - shift : 0);
+  const std::int64_t centre = static_cast<std::int64_t>(i) + static_cast<std::int64_t>(job.shape.m) -
+                              static_cast<std::int64_t>(job.shape.n);
+  std::int64_t end = static_cast<std::int64_t>(job.key_lengths != nullptr ? job.key_lengths[b] : job.shape.m);
+  if (job.causal == CausalAlignment::top_left) end = std::min(end, static_cast<std::int64_t>(i) + 1);
+  if (job.causal == CausalAlignment::bottom_right) end = std::min(end, centre + 1);
+  if (job.window_right >= 0) end = std::min(end, centre + job.window_right + 1);
+  return static_cast<std::size_t>(std::max<std::int64_t>(end, 0));
+}
+template <class T> ATTN_INLINE std::size_t key_begin(const Job<T>& job, std::size_t i) {
+  if (job.window_left < 0) return 0;
+  const std::int64_t first = static_cast<std::int64_t>(i) + static_cast<std::int64_t>(job.shape.m) -
+                             static_cast<std::int64_t>(job.shape.n) - job.window_left;
+  return static_cast<std::size_t>(std::max<std::int64_t>(first, 0));
 }
 
 // Register tile of both products: kRows query rows x kVectors SIMD vectors (8 accumulators; AVX2
@@ -215,10 +226,12 @@ template <class T, int W> struct Core {
       std::fill(s.keys_t + c * job.key_tile + cols, s.keys_t + c * job.key_tile + cols_padded, T(0));
   }
 
-  // scores[r][jj] = Q[row r]·K[j0 + jj] for jj < cols (rounded up to kTile).
-  ATTN_INLINE static void dot_products(const Job<T>& job, const T* const* q_rows, std::size_t cols, Scratch<T>& s) {
+  // scores[r][jj] = Q[row r]·K[j0 + jj] for from <= jj < cols (from a multiple of kTile, cols rounded
+  // up to kTile); the columns before `from` are left as they were.
+  ATTN_INLINE static void dot_products(const Job<T>& job, const T* const* q_rows, std::size_t from, std::size_t cols,
+                                       Scratch<T>& s) {
     const std::size_t dk = job.shape.head_dim_k;
-    for (std::size_t jb = 0; jb < cols; jb += kTile) {
+    for (std::size_t jb = from; jb < cols; jb += kTile) {
       V acc[kRows][kVectors] = {};
       for (std::size_t c = 0; c < dk; ++c) {
         V key[kVectors];
@@ -236,24 +249,27 @@ template <class T, int W> struct Core {
     }
   }
 
-  // Online softmax step for one row: masks scores[jj] for jj >= limit (and excluded keys of the
-  // masks), turns them into exp(argument) (see Job) and returns the factor α that rescales what
-  // the row accumulated so far. A row with nothing taking part in this tile: weights 0, α = 1,
-  // running state untouched (so a fully masked row keeps sum 0 and no -inf - -inf).
-  ATTN_INLINE static T online_step(const Job<T>& job, T* scores, std::size_t cols, std::size_t limit,
-                                   const std::uint8_t* bits, const T* bias, T& row_max, T& row_sum) {
+  // Online softmax step for one row: masks scores[jj] for jj < first and jj >= limit (and excluded
+  // keys of the masks), turns them into exp(argument) (see Job) and returns the factor α that
+  // rescales what the row accumulated so far. A row with nothing taking part in this tile: weights
+  // 0, α = 1, running state untouched (so a fully masked row keeps sum 0 and no -inf - -inf).
+  ATTN_INLINE static T online_step(const Job<T>& job, T* scores, std::size_t cols, std::size_t first,
+                                   std::size_t limit, const std::uint8_t* bits, const T* bias, T& row_max,
+                                   T& row_sum) {
     constexpr T minus_inf = -std::numeric_limits<T>::infinity();
+    first = std::min(first, limit);
+    std::fill(scores, scores + first, minus_inf);
     std::fill(scores + limit, scores + cols, minus_inf);
     if (job.scaled_scores) {
       // Before the bits: a 0 scale must not meet an excluded key's -inf.
       const T scale = job.score_scale;
       if (bias != nullptr)
-        for (std::size_t jj = 0; jj < limit; ++jj) scores[jj] = scores[jj] * scale + bias[jj];
+        for (std::size_t jj = first; jj < limit; ++jj) scores[jj] = scores[jj] * scale + bias[jj];
       else
-        for (std::size_t jj = 0; jj < limit; ++jj) scores[jj] = scores[jj] * scale;
+        for (std::size_t jj = first; jj < limit; ++jj) scores[jj] = scores[jj] * scale;
     }
     if (bits != nullptr)
-      for (std::size_t jj = 0; jj < limit; ++jj) scores[jj] = bits[jj] != 0 ? scores[jj] : minus_inf;
+      for (std::size_t jj = first; jj < limit; ++jj) scores[jj] = bits[jj] != 0 ? scores[jj] : minus_inf;
     V top = splat<V>(minus_inf);
     for (std::size_t jj = 0; jj < cols; jj += W) {
       const V x = load<V>(scores + jj);
@@ -281,12 +297,14 @@ template <class T, int W> struct Core {
     return alpha;
   }
 
-  // acc[r] = α_r·acc[r] + Σ_jj weight[r][jj]·V[j0 + jj] over the first `cols` keys.
-  ATTN_INLINE static void accumulate(const Job<T>& job, const T* alpha, std::size_t cols, T* acc, Scratch<T>& s) {
+  // acc[r] = α_r·acc[r] + Σ_jj weight[r][jj]·V[j0 + jj] over the keys from <= jj < cols (the
+  // weights outside are 0).
+  ATTN_INLINE static void accumulate(const Job<T>& job, const T* alpha, std::size_t from, std::size_t cols, T* acc,
+                                     Scratch<T>& s) {
     const std::size_t dvp = job.head_dim_v_padded;
     for (std::size_t cb = 0; cb < dvp; cb += kTile) {
       V sum[kRows][kVectors] = {};
-      for (std::size_t jj = 0; jj < cols; ++jj) {
+      for (std::size_t jj = from; jj < cols; ++jj) {
         V value[kVectors];
 #pragma GCC unroll 4
         for (std::size_t u = 0; u < kVectors; ++u) value[u] = load<V>(s.values + jj * dvp + cb + u * W);
@@ -317,39 +335,46 @@ template <class T, int W> struct Core {
     const T* q = job.Q + b * job.q.batch + h * job.q.head + i0 * job.q.row;
     const T* k = job.K + b * job.k.batch + kv_head * job.k.head;
     const T* v = job.V + b * job.v.batch + kv_head * job.v.head;
-    const std::size_t block_end = key_end(job, b, i0 + rows - 1);  // key_end grows with i
+    // Both ends grow with i: the block's keys are [key_begin of its first row, key_end of its last).
+    const std::size_t block_begin = key_begin(job, i0), block_end = key_end(job, b, i0 + rows - 1);
     const std::size_t dvp = job.head_dim_v_padded, rows_padded = round_up(rows, kRows);
     std::fill(s.acc, s.acc + rows_padded * dvp, T(0));
     std::fill(s.row_max, s.row_max + rows_padded, -std::numeric_limits<T>::infinity());
     std::fill(s.row_sum, s.row_sum + rows_padded, T(0));
 
-    for (std::size_t j0 = 0; j0 < block_end; j0 += job.key_tile) {
+    // Key tiles on the grid from key 0; those wholly before the window's left end are skipped.
+    for (std::size_t j0 = block_begin / job.key_tile * job.key_tile; j0 < block_end; j0 += job.key_tile) {
       const std::size_t cols = std::min(job.key_tile, block_end - j0);
       pack(job, k + j0 * job.k.row, v + j0 * job.v.row, cols, s);
       for (std::size_t r0 = 0; r0 < rows; r0 += kRows) {
         const std::size_t group = std::min(kRows, rows - r0);
         if (j0 >= key_end(job, b, i0 + r0 + group - 1)) continue;  // no key of the tile for these rows
+        if (j0 + cols <= key_begin(job, i0 + r0)) continue;
         const T* q_rows[kRows];
-        std::size_t limit[kRows] = {}, group_cols = 0;
+        std::size_t first[kRows] = {}, limit[kRows] = {}, group_cols = 0, group_first = cols;
         for (std::size_t r = 0; r < kRows; ++r) {
           q_rows[r] = q + std::min(r0 + r, rows - 1) * job.q.row;  // padding rows repeat a real one
           if (r < group) {
-            const std::size_t end = key_end(job, b, i0 + r0 + r);
+            const std::size_t begin = key_begin(job, i0 + r0 + r), end = key_end(job, b, i0 + r0 + r);
+            first[r] = begin > j0 ? std::min(cols, begin - j0) : 0;
             limit[r] = end > j0 ? std::min(cols, end - j0) : 0;
+            if (first[r] < limit[r]) group_first = std::min(group_first, first[r]);
           }
           group_cols = std::max(group_cols, limit[r]);
         }
+        if (group_first >= group_cols) group_first = 0;  // no key of the tile for these rows after all
         const std::size_t score_cols = round_up(group_cols, kTile);
-        dot_products(job, q_rows, score_cols, s);
+        dot_products(job, q_rows, group_first / kTile * kTile, score_cols, s);
         T alpha[kRows];
         for (std::size_t r = 0; r < kRows; ++r) {
           const std::size_t i = i0 + r0 + r;
           const std::uint8_t* bits = r < group ? job.bits.row(b, h, i, sh.m) : nullptr;
           const T* bias = r < group ? job.bias.row(b, h, i, sh.m) : nullptr;
-          alpha[r] = online_step(job, s.scores + r * job.key_tile, score_cols, limit[r], bits ? bits + j0 : nullptr,
-                                 bias ? bias + j0 : nullptr, s.row_max[r0 + r], s.row_sum[r0 + r]);
+          alpha[r] = online_step(job, s.scores + r * job.key_tile, score_cols, first[r], limit[r],
+                                 bits ? bits + j0 : nullptr, bias ? bias + j0 : nullptr, s.row_max[r0 + r],
+                                 s.row_sum[r0 + r]);
         }
-        accumulate(job, alpha, group_cols, s.acc + r0 * dvp, s);
+        accumulate(job, alpha, group_first, group_cols, s.acc + r0 * dvp, s);
       }
     }
     // out = acc / sum. A row that saw no key has sum 0 and is written as exactly +0.0.

@@ -10,6 +10,7 @@ enum class KernelStatus {
   size_mismatch,       ///< a Q/K/V/out/weights span does not hold what the shape says
   mask_size_mismatch,  ///< a mask is neither n·m nor (batched kernels) B·n·m or B·H·n·m values
   bad_key_lengths,     ///< key_lengths is neither empty nor B entries each <= m
+  bad_window,          ///< a sliding window side below -1
   bad_scale_divisor,   ///< not finite and positive
   bad_scale,           ///< a scale multiplier that is not finite
   bad_additive_mask,   ///< an additive mask value is NaN or +inf

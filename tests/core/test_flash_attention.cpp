@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "attention.hpp"
@@ -256,6 +258,10 @@ TEST(FlashAttention, RefusesInconsistentArguments) {
   const std::vector<std::size_t> too_long = {5};  // m = 4
   o = c.options, o.key_lengths = too_long;
   EXPECT_EQ(status(o), KernelStatus::bad_key_lengths);
+  o = c.options, o.window_left = -2;
+  EXPECT_EQ(status(o), KernelStatus::bad_window);
+  o = c.options, o.window_right = -3;
+  EXPECT_EQ(status(o), KernelStatus::bad_window);
   o = c.options, o.scale_divisor = 0;
   EXPECT_EQ(status(o), KernelStatus::bad_scale_divisor);
   o = c.options, o.key_tile = 0;
@@ -490,6 +496,58 @@ RC_GTEST_PROP(FlashProperties, WithinTheBoundOfTheSimpleKernel, ()) {
         *rc::gen::container<std::vector<std::size_t>>(c.shape.batch, rc::gen::inRange<std::size_t>(0, c.shape.m + 1));
   RC_ASSERT(count_outside_bound<float>(c, reference_of(c)) == 0u);
   RC_ASSERT(count_outside_bound<double>(c, reference_of(c)) == 0u);
+}
+
+// The sliding window skips whole key tiles and masks the rest: its output equals, bit for bit, the
+// same kernel given the window as a boolean mask (which visits every tile; a skipped tile would
+// only have added exact zeros). Long rows, so most tiles lie outside the window; L < S, L > S and
+// a window with causal; every SIMD level, several key tiles, 1 and 2 threads.
+template <class T> void expect_window_equals_its_mask(SimdLevel level) {
+  std::mt19937_64 random(2026);
+  std::normal_distribution<T> normal;
+  for (const auto [n, m] : {std::pair<std::size_t, std::size_t>{300, 700}, {500, 230}}) {
+    const FlashShape shape{2, 2, 1, n, m, 16, 8};
+    std::vector<T> Q(2 * 2 * n * 16), K(2 * m * 16), V(2 * m * 8);
+    for (auto* x : {&Q, &K, &V})
+      for (T& y : *x) y = normal(random);
+    struct Window {
+      std::int64_t left, right;
+      CausalAlignment causal;
+    };
+    for (const Window w : {Window{50, 0, CausalAlignment::none}, Window{0, 70, CausalAlignment::none},
+                           Window{130, 20, CausalAlignment::top_left}, Window{-1, 3, CausalAlignment::none},
+                           Window{40, -1, CausalAlignment::bottom_right}}) {
+      std::vector<std::uint8_t> bits(n * m);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < m; ++j) {
+          const std::int64_t d = static_cast<std::int64_t>(j + n) - static_cast<std::int64_t>(i + m);
+          bits[i * m + j] = (w.left < 0 || d >= -w.left) && (w.right < 0 || d <= w.right);
+        }
+      for (const std::size_t key_tile : {32, 64, 128}) {
+        FlashOptions windowed;
+        windowed.simd = level, windowed.key_tile = key_tile, windowed.query_tile = 64, windowed.causal = w.causal;
+        windowed.window_left = w.left, windowed.window_right = w.right;
+        FlashOptions masked = windowed;
+        masked.window_left = masked.window_right = -1, masked.mask_bits = bits;
+        std::vector<T> a(2 * 2 * n * 8), b(a.size()), c(a.size());
+        ASSERT_EQ(flash_attention(shape, std::span<const T>(Q), K, V, a, windowed), KernelStatus::ok);
+        ASSERT_EQ(flash_attention(shape, std::span<const T>(Q), K, V, b, masked), KernelStatus::ok);
+        windowed.threads = 2;
+        ASSERT_EQ(flash_attention(shape, std::span<const T>(Q), K, V, c, windowed), KernelStatus::ok);
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(T)), 0)
+            << level_name(level) << " n " << n << " m " << m << " window (" << w.left << ", " << w.right
+            << ") key tile " << key_tile;
+        EXPECT_EQ(std::memcmp(a.data(), c.data(), a.size() * sizeof(T)), 0) << level_name(level) << " threads";
+      }
+    }
+  }
+}
+
+TEST(FlashAttention, SlidingWindowEqualsItsMaskBitForBitAtEveryLevel) {
+  for (SimdLevel level : supported_levels()) {
+    expect_window_equals_its_mask<float>(level);
+    expect_window_equals_its_mask<double>(level);
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The fast kernel under the certified band: attn::flash_attention in fp32 (fp64) on random
 // TensorProblems with PyTorch's full semantics (every mask kind and broadcast, key lengths, causal
 // top-left and bottom-right with L != S, GQA, both layouts, scales defaulted, given and negative)
+// and FlashAttention's sliding windows
 // certified by certify_tensor against arithmetic_profile("fp32") (resp. "fp64"), at every SIMD level
 // this CPU has and several tile sizes; 1 and 2 threads give identical bits. A failure prints
 // RapidCheck's seed and reproduce string (README, "Replaying a failure") and the worst element.
@@ -124,7 +125,12 @@ const char* level_name(SimdLevel level) {
 template <class T> void certified_at_every_level(DType dtype, const char* profile) {
   const Draw d = *draws();
   const FlashRun tiles{*rc::gen::inRange<std::size_t>(1, 41), *rc::gen::inRange<std::size_t>(1, 81)};
-  const TensorProblem p = make_problem(d, dtype);
+  TensorProblem p = make_problem(d, dtype);
+  // FlashAttention's sliding window: none, either side bounded, or both (sides 0 to 40, so that
+  // whole key tiles fall outside it and are skipped).
+  const int window = *rc::gen::inRange(0, 4);
+  if (window & 1) p.window_left = *rc::gen::inRange<std::int64_t>(0, 41);
+  if (window & 2) p.window_right = *rc::gen::inRange<std::int64_t>(0, 41);
   RC_ASSERT(validate(p).ok());
   CertifyOptions options;
   options.arithmetic = *arithmetic_profile(profile);
