@@ -4,6 +4,7 @@
 // attention, 2·n·(n+1)·hd for causal: masked scores are not useful work) and, at the end, the
 // ratio fast / baseline per configuration. `bench_attention --peak-rss` instead runs one fp32
 // call at n = 16384 in a fresh process and prints its peak RSS against the size of Q, K, V, O.
+// BM_FlashWindow: sliding windows (w, 0) against full attention in the same run.
 #include <benchmark/benchmark.h>
 
 #include <sys/resource.h>
@@ -80,6 +81,43 @@ template <class T> void BM_Flash(benchmark::State& state) {
   }
   record(state, flash_rate, precision_name<T>(), useful_flops(n, hd, causal), seconds);
 }
+
+// A sliding window (w, 0) (FlashAttention's window_size, keys i - w .. i; w = -1: none, full
+// attention) in fp32 at n = m: seconds per call, and useful GFLOP/s over the visible pairs, for the
+// table of each window's time against full attention's in the same run (target: about w / n).
+std::map<long, double> window_seconds, window_rate;  // window -> per call; useful GFLOP/s
+void BM_FlashWindow(benchmark::State& state) {
+  const std::size_t n = state.range(0), hd = state.range(1);
+  const long w = state.range(2);
+  Inputs<float> in = make_inputs<float>(n, hd);
+  attn::FlashOptions options;
+  options.window_left = w, options.window_right = w < 0 ? -1 : 0;
+  options.scale_divisor = std::sqrt(static_cast<double>(hd));
+  options.threads = static_cast<unsigned>(state.range(3));
+  const attn::FlashShape shape{1, kHeads, kHeads, n, n, hd, hd};
+  double pairs = 0;
+  for (std::size_t i = 0; i < n; ++i) pairs += w < 0 ? static_cast<double>(n) : static_cast<double>(std::min<std::size_t>(i, w) + 1);
+  const double flops = 4.0 * pairs * static_cast<double>(hd) * kHeads;
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    if (attn::flash_attention(shape, std::span<const float>(in.Q), in.K, in.V, in.out, options) != attn::KernelStatus::ok)
+      state.SkipWithError("flash_attention refused the call");
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    benchmark::DoNotOptimize(in.out.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  window_seconds[w] = seconds / static_cast<double>(state.iterations());
+  window_rate[w] = flops * 1e-9 / window_seconds[w];
+}
+BENCHMARK(BM_FlashWindow)
+    ->ArgNames({"n", "hd", "window", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Args({2048, 64, -1, 2})
+    ->Args({2048, 64, 128, 2})
+    ->Args({2048, 64, 512, 2})
+    ->Args({2048, 64, 1024, 2});
 
 void gemm(bool transpose_b, std::size_t rows, std::size_t cols, std::size_t inner, const float* a, const float* b,
           float* c) {
@@ -186,6 +224,14 @@ int main(int argc, char** argv) {
     if (const auto base = baseline_rate.find(key); base != baseline_rate.end())
       std::printf("  / %7.2f = %5.2fx", base->second, fast / base->second);
     std::printf("\n");
+  }
+  if (const auto full = window_seconds.find(-1); full != window_seconds.end()) {
+    std::printf("\nsliding window (w, 0), fp32 n=2048 hd=64 threads=2: time against full attention, "
+                "%% of peak:\n");
+    for (const auto& [w, seconds] : window_seconds)
+      std::printf("  window %5ld: %8.2f ms  %5.3f of full (w/n = %5.3f)  %5.1f%% of peak\n", w, 1e3 * seconds,
+                  seconds / full->second, w < 0 ? 1.0 : static_cast<double>(w) / 2048, 100 * window_rate[w] /
+                  peak["fp32 threads=2"]);
   }
   return 0;
 }
