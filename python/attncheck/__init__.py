@@ -30,8 +30,9 @@ from ._inputs import mask_to_rank4, to_rank4
 from ._report import Failure, Report, Verdict
 from ._backward import BackwardReport, assert_attention_grads_close, check_attention_autograd
 from ._backward import check_attention_backward
+from ._varlen import check_attention_kvcache, check_attention_varlen
 
-__all__ = ["check_attention", "assert_attention_close", "exact_gradients", "check_attention_backward",
+__all__ = ["check_attention", "check_attention_varlen", "check_attention_kvcache", "assert_attention_close", "exact_gradients", "check_attention_backward",
            "check_attention_autograd", "assert_attention_grads_close", "BackwardReport", "Report", "Failure", "Verdict",
            "conformance", "strategies"]
 
