@@ -80,6 +80,10 @@ TensorProblem build(attn::fuzz::ByteSource& bytes) {
     p.window_left = static_cast<std::int64_t>(bytes.in_range(0, p.S)) - 1;
     p.window_right = static_cast<std::int64_t>(bytes.in_range(0, p.S)) - 1;
   }
+  if (p.mask_kind != TensorMask::additive && bytes.flag()) {  // ALiBi: fp32 slopes, [Hq] or [B, Hq]
+    const std::size_t count = bytes.flag() ? p.q_heads : p.batch * p.q_heads;
+    for (std::size_t n = 0; n < count; ++n) p.alibi_slopes.push_back(round_to(DType::fp32, std::fabs(value(bytes, DType::fp32))));
+  }
   return p;
 }
 

@@ -96,6 +96,11 @@ template <class T> KernelStatus check(const FlashShape& sh, std::size_t q, std::
        std::any_of(opt.key_lengths.begin(), opt.key_lengths.end(), [&](std::size_t l) { return l > sh.m; })))
     return KernelStatus::bad_key_lengths;
   if (opt.window_left < -1 || opt.window_right < -1) return KernelStatus::bad_window;
+  if (const std::size_t n = opt.alibi_slopes.size();
+      n != 0 && ((n != sh.q_heads && n != sh.batch * sh.q_heads) ||
+                 std::any_of(opt.alibi_slopes.begin(), opt.alibi_slopes.end(),
+                             [](double x) { return !std::isfinite(x) || !std::isfinite(static_cast<T>(x)); })))
+    return KernelStatus::bad_alibi;
   if (opt.scale) {
     if (!std::isfinite(*opt.scale) || !std::isfinite(static_cast<T>(*opt.scale))) return KernelStatus::bad_scale;
   } else if (!(std::isfinite(opt.scale_divisor) && opt.scale_divisor > 0)) {
@@ -124,11 +129,14 @@ template <class T> KernelStatus run(const FlashShape& sh, std::span<const T> Q, 
   job.causal = opt.causal;
   job.key_lengths = opt.key_lengths.empty() ? nullptr : opt.key_lengths.data();
   job.window_left = opt.window_left, job.window_right = opt.window_right;
+  std::vector<T> slopes(opt.alibi_slopes.begin(), opt.alibi_slopes.end());  // in T, once
+  job.alibi = slopes.empty() ? nullptr : slopes.data();
+  job.alibi_per_batch = slopes.size() != sh.q_heads;
   (void)mask_view(sh, opt.mask_bits, job.bits);  // sizes checked above
   (void)mask_view(sh, bias, job.bias);
   // The scale in T: the caller's multiplier converted once, or fl(1/divisor) (flash_error_bound).
   const T scale = opt.scale ? static_cast<T>(*opt.scale) : static_cast<T>(1.0 / opt.scale_divisor);
-  job.scaled_scores = !bias.empty() || !(scale > 0);
+  job.scaled_scores = !bias.empty() || job.alibi != nullptr || !(scale > 0);
   job.score_scale = job.scaled_scores ? scale : T(1);
   job.exp_scale = job.scaled_scores ? T(1) : scale;
   // Tiles never exceed the problem, so a huge tile option cannot size a huge scratch buffer.

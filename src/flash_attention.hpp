@@ -2,7 +2,7 @@
 // softmax (running max and sum, rescaled accumulators, no n x m buffer), SIMD with runtime
 // dispatch and threads over (batch, head, query block), with the semantics of PyTorch's
 // scaled_dot_product_attention (GQA, causal top-left or bottom-right, boolean and additive masks,
-// a scale multiplier) plus key padding and FlashAttention's sliding window. The judge path keeps the simple double kernel in
+// a scale multiplier) plus key padding and FlashAttention's sliding window and ALiBi. The judge path keeps the simple double kernel in
 // attention.hpp; this one is checked against it and certified against the oracle.
 #pragma once
 
@@ -46,6 +46,10 @@ struct FlashOptions {
   /// i + m - n - window_left <= j <= i + m - n + window_right; -1 an unbounded side. Key tiles wholly
   /// outside a query tile's window are skipped.
   std::int64_t window_left = -1, window_right = -1;
+  /// ALiBi (FlashAttention's alibi_slopes): empty, Hq slopes or B·Hq ([B, Hq] row-major), converted
+  /// to the kernel's precision; the bias -slope·|i + m - n - j| is formed in it and added to the
+  /// scaled score (beside an additive mask, if any).
+  std::span<const double> alibi_slopes;
   double scale_divisor = 1.0;                ///< scores are Q·Kᵀ / scale_divisor (> 0) unless `scale` is set
   std::optional<double> scale;               ///< PyTorch's multiplier: scores are (Q·Kᵀ)·scale (finite, any sign),
                                              ///< converted once to the kernel's precision

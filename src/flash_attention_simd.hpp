@@ -135,6 +135,8 @@ template <class T> struct Job {
   CausalAlignment causal = CausalAlignment::none;
   const std::size_t* key_lengths = nullptr;
   std::int64_t window_left = -1, window_right = -1;  // FlashOptions' sliding window
+  const T* alibi = nullptr;                           // ALiBi slopes in T: [Hq], or [B, Hq] when alibi_per_batch
+  bool alibi_per_batch = false;
   MaskView<std::uint8_t> bits;
   MaskView<T> bias;
   // Two ways to form exp's argument. Raw (positive scale, no bias): the running max is over raw
@@ -253,9 +255,11 @@ template <class T, int W> struct Core {
   // keys of the masks), turns them into exp(argument) (see Job) and returns the factor α that
   // rescales what the row accumulated so far. A row with nothing taking part in this tile: weights
   // 0, α = 1, running state untouched (so a fully masked row keeps sum 0 and no -inf - -inf).
+  // ALiBi: `slope` (0 without) and `centre`, the column jj of distance 0 (i + m - n - j0): the bias
+  // -slope·|centre - jj| is formed in T (|d| converted, one product) and added after the mask's.
   ATTN_INLINE static T online_step(const Job<T>& job, T* scores, std::size_t cols, std::size_t first,
-                                   std::size_t limit, const std::uint8_t* bits, const T* bias, T& row_max,
-                                   T& row_sum) {
+                                   std::size_t limit, const std::uint8_t* bits, const T* bias, T slope,
+                                   std::int64_t centre, T& row_max, T& row_sum) {
     constexpr T minus_inf = -std::numeric_limits<T>::infinity();
     first = std::min(first, limit);
     std::fill(scores, scores + first, minus_inf);
@@ -267,6 +271,11 @@ template <class T, int W> struct Core {
         for (std::size_t jj = first; jj < limit; ++jj) scores[jj] = scores[jj] * scale + bias[jj];
       else
         for (std::size_t jj = first; jj < limit; ++jj) scores[jj] = scores[jj] * scale;
+      if (job.alibi != nullptr)
+        for (std::size_t jj = first; jj < limit; ++jj) {
+          const std::int64_t d = centre - static_cast<std::int64_t>(jj);
+          scores[jj] -= slope * static_cast<T>(d < 0 ? -d : d);
+        }
     }
     if (bits != nullptr)
       for (std::size_t jj = first; jj < limit; ++jj) scores[jj] = bits[jj] != 0 ? scores[jj] : minus_inf;
@@ -370,9 +379,11 @@ template <class T, int W> struct Core {
           const std::size_t i = i0 + r0 + r;
           const std::uint8_t* bits = r < group ? job.bits.row(b, h, i, sh.m) : nullptr;
           const T* bias = r < group ? job.bias.row(b, h, i, sh.m) : nullptr;
+          const T slope = job.alibi == nullptr ? T(0) : job.alibi[job.alibi_per_batch ? b * sh.q_heads + h : h];
+          const std::int64_t centre = static_cast<std::int64_t>(i + sh.m) - static_cast<std::int64_t>(sh.n + j0);
           alpha[r] = online_step(job, s.scores + r * job.key_tile, score_cols, first[r], limit[r],
-                                 bits ? bits + j0 : nullptr, bias ? bias + j0 : nullptr, s.row_max[r0 + r],
-                                 s.row_sum[r0 + r]);
+                                 bits ? bits + j0 : nullptr, bias ? bias + j0 : nullptr, slope, centre,
+                                 s.row_max[r0 + r], s.row_sum[r0 + r]);
         }
         accumulate(job, alpha, group_first, group_cols, s.acc + r0 * dvp, s);
       }

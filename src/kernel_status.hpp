@@ -11,6 +11,7 @@ enum class KernelStatus {
   mask_size_mismatch,  ///< a mask is neither n·m nor (batched kernels) B·n·m or B·H·n·m values
   bad_key_lengths,     ///< key_lengths is neither empty nor B entries each <= m
   bad_window,          ///< a sliding window side below -1
+  bad_alibi,           ///< ALiBi slopes neither empty nor Hq or B·Hq finite values
   bad_scale_divisor,   ///< not finite and positive
   bad_scale,           ///< a scale multiplier that is not finite
   bad_additive_mask,   ///< an additive mask value is NaN or +inf

@@ -38,7 +38,7 @@ __all__ = ["check_attention", "check_attention_varlen", "check_attention_kvcache
 
 
 def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, causal_alignment="top-left",
-                    window_size=(-1, -1), scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
+                    window_size=(-1, -1), alibi_slopes=None, scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
                     weights_in_storage=None, rows=None, seed=0, tier="certified", alpha=1e-9, key_tile=None,
                     sum_chunk=None, single_pass=False, splits=None, ordered=False, accumulator=None,
                     query_in_storage=None, lse=None, lse_base=None, masked_lse="-inf") -> Report:
@@ -52,7 +52,9 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     >= 2.1). window_size: (left, right), FlashAttention's sliding window (bottom-right aligned):
     query i sees keys i + S - L - left <= j <= i + S - L + right, -1 an unbounded side; (S - 1, 0)
     is exactly bottom-right causal; it combines with is_causal and the mask (every rule must admit
-    a key). scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
+    a key). alibi_slopes: FlashAttention's ALiBi, [Hq] or [B, Hq] float32 slopes: the bias
+    -slope·|i + S - L - j| joins the scaled score, formed by the kernel in its compute precision (the
+    band holds that rounding); not with a float attn_mask. scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
     kv head h // G. key_lengths: per batch item, keys j >= length are masked. precision: "fp64",
     "fp32", "fp16", "bf16", "fp16-math" or "bf16-math" (PyTorch's math path: the scaled Q, the
     scores and P rounded to the dtype too) (default: the inputs' dtype; an out of another dtype is noted in
@@ -87,7 +89,7 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     """
     out_values, out_dtype = as_exact_array(out, "out")
     call = _sdpa_call(out_values, "out", query, key, value, attn_mask, is_causal, causal_alignment, scale,
-                      enable_gqa, key_lengths, window_size)
+                      enable_gqa, key_lengths, window_size, alibi_slopes)
     q, k, v, q_dtype, k_dtype, rank = call.q, call.k, call.v, call.q_dtype, call.k_dtype, call.q.ndim
     mask, mask_kind, lengths = call.mask, call.mask_kind, call.lengths
     explicit_precision = precision is not None
@@ -123,7 +125,7 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     native = _attncheck.certify(
         out_values.reshape(to_rank4(out_values.shape, "out")), q.reshape(to_rank4(q.shape, "query")),
         k.reshape(to_rank4(k.shape, "key")), v.reshape(to_rank4(v.shape, "value")), mask=mask, mask_kind=mask_kind,
-        causal=call.causal, window=call.window, scale=call.scale,
+        causal=call.causal, window=call.window, alibi_slopes=call.alibi, scale=call.scale,
         key_lengths=lengths, precision=precision, exp_ulps=None if exp_ulps is None else float(exp_ulps),
         weights_in_storage=None if weights_in_storage is None else bool(weights_in_storage),
         query_in_storage=None if query_in_storage is None else bool(query_in_storage),
@@ -176,7 +178,7 @@ class _SdpaCall:
 
 
 def _sdpa_call(out_values, out_name, query, key, value, attn_mask, is_causal, causal_alignment, scale, enable_gqa,
-               key_lengths, window_size=(-1, -1)) -> _SdpaCall:
+               key_lengths, window_size=(-1, -1), alibi_slopes=None) -> _SdpaCall:
     """query, key, value and the SDPA keywords checked (TypeError/ValueError naming the argument at
     fault), with the output-shaped array ``out_values`` (out or dout) for the shapes."""
     q, q_dtype = as_exact_array(query, "query")
@@ -202,7 +204,25 @@ def _sdpa_call(out_values, out_name, query, key, value, attn_mask, is_causal, ca
         raise TypeError(f"scale: expected a float or None, got {type(scale).__name__}")
     return _SdpaCall(q=q, k=k, v=v, q_dtype=q_dtype, k_dtype=k_dtype, mask=mask, mask_kind=mask_kind,
                      causal=causal_alignment if is_causal else "none", window=_window(window_size),
+                     alibi=_alibi(alibi_slopes, q.shape, mask_kind),
                      scale=None if scale is None else float(scale), lengths=_key_lengths(key_lengths))
+
+
+def _alibi(alibi_slopes, query_shape, mask_kind):
+    """FlashAttention's alibi_slopes ([Hq] or [B, Hq], float32 values) as a flat list; [] for None."""
+    if alibi_slopes is None:
+        return []
+    values, dtype = as_exact_array(alibi_slopes, "alibi_slopes")
+    B, Hq = to_rank4(query_shape, "query")[:2]
+    if values.shape not in ((Hq,), (B, Hq)):
+        raise ValueError(f"alibi_slopes: expected shape ({Hq},) or ({B}, {Hq}) ([Hq] or [B, Hq]), got "
+                         f"{tuple(values.shape)}")
+    if not np.isfinite(values).all() or (values.astype(np.float32).astype(np.float64) != values).any():
+        raise ValueError("alibi_slopes: expected finite float32 values (FlashAttention's dtype)")
+    if mask_kind == "additive":
+        raise ValueError("alibi_slopes: not together with a float attn_mask (fold the ALiBi bias into the mask, "
+                         "or use a boolean mask)")
+    return [float(x) for x in values.reshape(-1)]
 
 
 def _window(window_size):
@@ -214,7 +234,7 @@ def _window(window_size):
 
 
 def exact_gradients(dout, query, key, value, *, attn_mask=None, is_causal=False, causal_alignment="top-left",
-                    window_size=(-1, -1), scale=None, enable_gqa=False, key_lengths=None, bits=128):
+                    window_size=(-1, -1), alibi_slopes=None, scale=None, enable_gqa=False, key_lengths=None, bits=128):
     """The exact gradients (dq, dk, dv) of Σ dout ∘ SDPA(query, key, value, ...) for the exact inputs,
     as float64 arrays in the inputs' shapes: each the midpoint of an MPFI enclosure at ``bits`` bits,
     so within about 2^-53 relative of the exact value (rounded to float64). Semantics and arguments as
@@ -224,14 +244,14 @@ def exact_gradients(dout, query, key, value, *, attn_mask=None, is_causal=False,
     """
     dout_values, _ = as_exact_array(dout, "dout")
     call = _sdpa_call(dout_values, "dout", query, key, value, attn_mask, is_causal, causal_alignment, scale,
-                      enable_gqa, key_lengths, window_size)
+                      enable_gqa, key_lengths, window_size, alibi_slopes)
     bits = check_int(bits, "bits", minimum=64)
     if bits > 4096:
         raise ValueError(f"bits: expected at most 4096, got {bits}")
     dq, dk, dv = _attncheck.gradients(
         dout_values.reshape(to_rank4(dout_values.shape, "dout")), call.q.reshape(to_rank4(call.q.shape, "query")),
         call.k.reshape(to_rank4(call.k.shape, "key")), call.v.reshape(to_rank4(call.v.shape, "value")),
-        mask=call.mask, mask_kind=call.mask_kind, causal=call.causal, window=call.window, scale=call.scale, key_lengths=call.lengths,
+        mask=call.mask, mask_kind=call.mask_kind, causal=call.causal, window=call.window, alibi_slopes=call.alibi, scale=call.scale, key_lengths=call.lengths,
         precision=PRECISION_OF_DTYPE[call.q_dtype],
         kv_precision=None if call.k_dtype == call.q_dtype else PRECISION_OF_DTYPE[call.k_dtype], bits=bits)
     return dq.reshape(call.q.shape), dk.reshape(call.k.shape), dv.reshape(call.v.shape)

@@ -70,7 +70,8 @@ class BackwardReport:
 
 def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, lse=None, lse_base=None,
                              masked_lse="-inf", attn_mask=None, is_causal=False, causal_alignment="top-left",
-                             window_size=(-1, -1), scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
+                             window_size=(-1, -1), alibi_slopes=None, scale=None, enable_gqa=False, key_lengths=None,
+                             precision=None, exp_ulps=None,
                              weights_in_storage=None, query_in_storage=None, rows=None, seed=0, tier="certified",
                              alpha=1e-9, algorithm=None, dmask=None) -> BackwardReport:
     """Certifies a backward pass: dq, dk, dv (shaped as query, key, value) against the exact gradients
@@ -103,7 +104,7 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
 
     dout_values, dout_dtype = as_exact_array(dout, "dout")
     call = _sdpa_call(dout_values, "dout", query, key, value, attn_mask, is_causal, causal_alignment, scale,
-                      enable_gqa, key_lengths, window_size)
+                      enable_gqa, key_lengths, window_size, alibi_slopes)
     grads = {}
     notes = []
     for name, grad, like, like_name in (("dq", dq, call.q, "query"), ("dk", dk, call.k, "key"),
@@ -149,7 +150,7 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
     native = _attncheck.certify_backward(
         shaped(grads["dq"], "dq"), shaped(grads["dk"], "dk"), shaped(grads["dv"], "dv"), shaped(dout_values, "dout"),
         shaped(call.q, "query"), shaped(call.k, "key"), shaped(call.v, "value"), mask=call.mask,
-        mask_kind=call.mask_kind, causal=call.causal, window=call.window, scale=call.scale, key_lengths=call.lengths,
+        mask_kind=call.mask_kind, causal=call.causal, window=call.window, alibi_slopes=call.alibi, scale=call.scale, key_lengths=call.lengths,
         precision=precision, exp_ulps=None if exp_ulps is None else float(exp_ulps),
         weights_in_storage=weights_in_storage, query_in_storage=query_in_storage,
         kv_precision=None if call.k_dtype == call.q_dtype else PRECISION_OF_DTYPE[call.k_dtype], rows=rows,
@@ -204,13 +205,13 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
 
 
 def check_attention_autograd(fn, query, key, value, *, dout=None, seed=0, attn_mask=None, is_causal=False,
-                             window_size=(-1, -1), scale=None, enable_gqa=False, precision=None,
+                             window_size=(-1, -1), alibi_slopes=None, scale=None, enable_gqa=False, precision=None,
                              **kwargs) -> BackwardReport:
     """Runs ``fn(q, k, v, **sdpa keywords)`` forward and backward with PyTorch's autograd and certifies
     its output and its gradients in one BackwardReport (out, dq, dk, dv).
 
     query, key, value: CPU torch tensors (or numpy arrays), copied into leaves that require grad.
-    fn gets attn_mask, is_causal=True, window_size and scale only when given (PyTorch 1.13's
+    fn gets attn_mask, is_causal=True, window_size, alibi_slopes and scale only when given (PyTorch 1.13's
     ``_scaled_dot_product_attention`` has no scale; its (out, weights) result is taken as out).
     dout: the upstream gradient (out's shape), default a standard normal draw seeded by ``seed``,
     rounded to out's dtype. A float attn_mask is copied into a leaf that requires grad too, and its
@@ -243,6 +244,8 @@ def check_attention_autograd(fn, query, key, value, *, dout=None, seed=0, attn_m
         call["is_causal"] = True
     if tuple(window_size) != (-1, -1):
         call["window_size"] = tuple(window_size)
+    if alibi_slopes is not None:
+        call["alibi_slopes"] = alibi_slopes
     if scale is not None:
         call["scale"] = scale
     if enable_gqa:
@@ -265,7 +268,8 @@ def check_attention_autograd(fn, query, key, value, *, dout=None, seed=0, attn_m
     dmask = None if mask_leaf is None else mask_leaf.grad
     report = check_attention_backward(q.grad, k.grad, v.grad, q.detach(), k.detach(), v.detach(), dout,
                                       out=out.detach(), attn_mask=attn_mask if mask_leaf is None else mask_leaf.detach(),
-                                      is_causal=is_causal, window_size=window_size, scale=scale, enable_gqa=enable_gqa,
+                                      is_causal=is_causal, window_size=window_size, alibi_slopes=alibi_slopes, scale=scale,
+                                      enable_gqa=enable_gqa,
                                       precision=precision,
                                       seed=seed, dmask=dmask, **kwargs)
     if mask_leaf is not None and dmask is None:

@@ -81,11 +81,13 @@ def _window(window_size):
 
 
 def _refuse_sdpa_keywords(kwargs, function):
-    if "lse" in kwargs or "is_causal" in kwargs or "attn_mask" in kwargs:
-        name = next(n for n in ("lse", "is_causal", "attn_mask") if n in kwargs)
-        hint = {"lse": "certify the LSE with check_attention on the padded batch",
-                "is_causal": "use causal= (FlashAttention's, bottom-right aligned per sequence)",
-                "attn_mask": "masks are not part of FlashAttention's varlen and kvcache calls"}[name]
+    hints = {"lse": "certify the LSE with check_attention on the padded batch",
+             "is_causal": "use causal= (FlashAttention's, bottom-right aligned per sequence)",
+             "attn_mask": "masks are not part of FlashAttention's varlen and kvcache calls",
+             "alibi_slopes": "not yet in these layouts: the padded batch would shift ALiBi's distances"}
+    if any(name in kwargs for name in hints):
+        name = next(n for n in hints if n in kwargs)
+        hint = hints[name]
         raise TypeError(f"{function}: {name} is not taken here ({hint})")
 
 

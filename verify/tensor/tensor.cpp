@@ -15,7 +15,9 @@
 // (torch.ones(L, S).tril(diagonal=0)); bottom-right is FlashAttention 2.1's alignment
 // (`torch.nn.attention.bias.causal_lower_right`: key j is kept iff j <= i + S - L). The sliding
 // window is FlashAttention's window_size = (left, right) (flash_attn_func's docstring): query i
-// attends to keys [i + S - L - left, i + S - L + right], -1 for an unbounded side.
+// attends to keys [i + S - L - left, i + S - L + right], -1 for an unbounded side. ALiBi is its
+// alibi_slopes: "a bias of (-alibi_slope * |i + seqlen_k - seqlen_q - j|) is added to the attention
+// score of query i and key j".
 
 namespace attn::verify {
 namespace {
@@ -131,6 +133,26 @@ Result<Ok, Error> validate(const TensorProblem& p) {
     }
   }
   if (auto ok = check_mask(p); !ok) return ok;
+  if (!p.alibi_slopes.empty()) {
+    const std::size_t n = p.alibi_slopes.size();
+    if (n != p.q_heads && n != p.batch * p.q_heads) {
+      return Error{"alibi_slopes: expected " + std::to_string(p.q_heads) + " slopes ([Hq]) or " +
+                   std::to_string(p.batch * p.q_heads) + " ([B, Hq]), got " + std::to_string(n)};
+    }
+    for (std::size_t k = 0; k < n; ++k) {
+      const double x = p.alibi_slopes[k];
+      if (!std::isfinite(x) || round_to(DType::fp32, x) != x) {
+        return Error{"alibi_slopes: element " + std::to_string(k) + " is not a finite fp32 value"};
+      }
+    }
+    if (p.mask_kind == TensorMask::additive) {
+      return Error{"alibi_slopes: not together with a float attn_mask (fold the ALiBi bias into the mask, or use a "
+                   "boolean mask)"};
+    }
+    if (std::max(p.L, p.S) >= (std::size_t{1} << 29)) {
+      return Error{"alibi_slopes: L and S must stay below 2^29 (so that every bias is exact in double)"};
+    }
+  }
   if (!p.key_lengths.empty()) {
     if (p.key_lengths.size() != p.batch) {
       return Error{"key_lengths: needs one entry per batch item (" + std::to_string(p.batch) + "), got " +
@@ -174,6 +196,12 @@ bool takes_part(const TensorProblem& p, std::size_t b, std::size_t h, std::size_
 }
 
 double additive_bias(const TensorProblem& p, std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
+  if (!p.alibi_slopes.empty()) {
+    // |i + S - L - j| < 2^29 and a 24-bit slope: the product is exact.
+    const double slope = p.alibi_slopes[p.alibi_slopes.size() == p.q_heads ? h : b * p.q_heads + h];
+    const std::size_t centre = i + p.S, position = j + p.L;  // |(i + S) - (j + L)|, unsigned-safe
+    return -slope * static_cast<double>(centre > position ? centre - position : position - centre);
+  }
   return p.mask_kind == TensorMask::additive ? p.mask[mask_offset(p, b, h, i, j)] : 0.0;
 }
 

@@ -50,13 +50,19 @@ struct TensorProblem {
   /// i + S - L - left <= j <= i + S - L + right; -1 leaves that side unbounded. (S - 1, 0) is exactly
   /// bottom-right causal. Combines with causal, masks and key lengths (every rule must admit the key).
   std::int64_t window_left = -1, window_right = -1;
+  /// ALiBi (FlashAttention's alibi_slopes): empty, Hq slopes (one per query head) or B·Hq ([B, Hq]
+  /// row-major); the bias -slope·|i + S - L - j| joins the scaled score, as an additive mask would.
+  /// Slopes are fp32 values (FlashAttention's dtype), so every bias is exact in double. Not together
+  /// with an additive mask (the two biases' sum need not be exact).
+  std::vector<double> alibi_slopes;
 };
 
 /// A problem that is well-formed: sizes agree with the data, Hkv divides Hq, the mask broadcasts,
-/// key lengths fit, the window's sides are -1 or non-negative, the scale is finite, values are finite and representable in their storage
+/// key lengths fit, the window's sides are -1 or non-negative, ALiBi's slopes are Hq or B·Hq fp32
+/// values (and come without an additive mask), the scale is finite, values are finite and representable in their storage
 /// format (query and an additive mask: dtype; key and value: kv_format). The error
 /// names the argument (as PyTorch calls it: query, key, value, attn_mask, scale, key_lengths;
-/// FlashAttention's window_size).
+/// FlashAttention's window_size, alibi_slopes).
 [[nodiscard]] Result<Ok, Error> validate(const TensorProblem& problem);
 
 /// The storage format of key and value: kv_dtype, else dtype.
@@ -82,7 +88,8 @@ struct TensorProblem {
 [[nodiscard]] std::size_t mask_offset(const TensorProblem& problem, std::size_t b, std::size_t h, std::size_t i,
                                       std::size_t j);
 
-/// The additive mask's value for (b, h, i, j) (0 without an additive mask).
+/// The bias added to the scaled score of (b, h, i, j): the additive mask's value, or ALiBi's
+/// -slope·|i + S - L - j| (exact), or 0.
 [[nodiscard]] double additive_bias(const TensorProblem& problem, std::size_t b, std::size_t h, std::size_t i,
                                    std::size_t j);
 

@@ -735,7 +735,7 @@ class Backward {
         sigma_(sigma_of(p)),
         e_bound_(p.E),
         ev_bound_(p.Ev),
-        score_error_(arithmetic_, p.E, magnitude(sigma_), !p.scale.has_value()) {
+        score_error_(arithmetic_, p.E, magnitude(sigma_), !p.scale.has_value(), !p.alibi_slopes.empty()) {
     q_format_ = output_format(p.dtype, units_);
     kv_format_ = output_format(kv_format(p), units_);
     // max_c |v_jc|: with ‖dO‖₁, a bound of Σ_c |dO_c v_jc| (no squares to underflow or overflow) for

@@ -50,7 +50,10 @@
 // of the rounded values adds θ_E; both scaled by f = fl(√σ̂) converted: f² = σ θ_{c_σ+4} and two
 // element roundings; the bias add is one more. Every route (Higham eq. (3.5)) gives
 // |ŝ_j - s_j| <= e_j := γ_{E+c_σ+7} R_j + (2E+4) λ (1+2σ)   (flushed products and sums).
-// With storage (or K's format) finer than compute, q and k convert first: E+c_σ+9.
+// With storage (or K's format) finer than compute, q and k convert first: E+c_σ+9. ALiBi's bias
+// is formed by the kernel: |d| converted to compute (exact below 2^24 in fp32, one rounding
+// otherwise) and multiplied by the fp32 slope (one rounding), so |b̂_j - b_j| <= γ_2 |b_j| <= γ_2 R_j,
+// and with the add's own rounding the chain holds γ_{E+c_σ+9} R_j (two more in every route).
 // E := max e_j, P := max(R_j+e_j).
 // Step 2' (intermediates in storage, PyTorch's math path in fp16/bf16: query_in_storage,
 // scores_in_storage). Rounding the scaled (or unscaled) Q and K to K's format (PyTorch 1.13 scales
@@ -763,14 +766,15 @@ void transpose_values(const RowTerms& t, std::size_t columns, std::vector<double
 
 }  // namespace
 
-ScoreErrorModel::ScoreErrorModel(const Arithmetic& arithmetic, std::size_t E, double scale, bool scale_defaulted)
+ScoreErrorModel::ScoreErrorModel(const Arithmetic& arithmetic, std::size_t E, double scale, bool scale_defaulted,
+                                 bool computed_bias)
     : arithmetic_(arithmetic), E_(static_cast<double>(E)), sigma_(scale) {
   const Format compute = format_of(arithmetic.compute), storage = format_of(arithmetic.storage);
   const Format kv = format_of(arithmetic.kv_storage.value_or(arithmetic.storage));
   const double u = compute.unit;
   const bool converts = storage.unit < u || kv.unit < u;  // inputs finer than compute: one conversion each
   const double c_sigma = scale_defaulted ? 2 : 1;
-  g_dot_ = gamma_of(E_ + c_sigma + 7 + (converts ? 2 : 0), u);
+  g_dot_ = gamma_of(E_ + c_sigma + 7 + (converts ? 2 : 0) + (computed_bias ? 2 : 0), u);
   flushed_ = (2 * E_ + 4) * compute.normal * (1 + 2 * sigma_);
   // Step 2': intermediates in storage. The scaled Q (or K) rounded to the key's format:
   // |Σ_c q_c σ δ_c k_jc| <= u_k R_j; the scores rounded to storage up to three times: roundings of
@@ -906,7 +910,7 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   double h_score = 0;  // max_j of the absolute (subnormal) part of e_j from Q's and K's rounding
   if (arithmetic.query_in_storage && t.abs_key.size() != t.keys)
     throw ContractError("tensor_row_bands: query_in_storage needs RowTerms::abs_key");
-  const ScoreErrorModel score_error(arithmetic, t.E, sigma, t.scale_defaulted);
+  const ScoreErrorModel score_error(arithmetic, t.E, sigma, t.scale_defaulted, t.computed_bias);
   for (std::size_t j = 0; j < t.keys; ++j) {
     const ScoreErrorModel::Bound b =
         score_error(t.abs_dot[j], t.abs_bias[j], arithmetic.query_in_storage ? t.abs_key[j] + t.abs_query : 0.0);

@@ -82,7 +82,7 @@ struct RowTerms {
   std::vector<double> abs_key;  ///< per key: Σ_c |k_jc| (upper bound; read when query_in_storage)
   double abs_query = 0;         ///< Σ_c |q_c| (upper bound; read when query_in_storage)
   std::vector<double> gap;  ///< per key: (max score - score_j) >= 0, scores scaled and biased (lower bound)
-  std::vector<double> abs_bias;                    ///< per key: |additive mask value| (0 without one)
+  std::vector<double> abs_bias;                    ///< per key: |the bias| (additive mask or ALiBi; 0 without)
   std::vector<double> weight;                      ///< per key: exact weight w_j (upper bound), Σ ≈ 1
   /// per key j, per output column c: v_jc, key-major as V is stored (v[j·columns + c], columns =
   /// abs_v_max.size()); the band bounds |v_jc - y_c| by max(|v_jc - y_lo_c|, |v_jc - y_hi_c|)
@@ -97,6 +97,7 @@ struct RowTerms {
   std::vector<double> l2_dot;                      ///< per key: √Σ_c (q_c k_jc)² (upper bound)
   double scale = 0;                                ///< |multiplier| (upper bound)
   bool scale_defaulted = true;  ///< the scale is 1/√E computed by the implementation (one more rounding)
+  bool computed_bias = false;   ///< the bias is ALiBi's, formed by the kernel (ScoreErrorModel)
 };
 
 /// Steps 1, 2 and 2' of the derivation (tensor_band.cpp): for one row, a bound e_j >= |ŝ_j - s_j| on
@@ -104,8 +105,10 @@ struct RowTerms {
 /// FMA or not, intermediates in storage). Shared by the output's band and the gradients'.
 class ScoreErrorModel {
  public:
-  /// `scale`: |σ| (an upper bound); `scale_defaulted`: σ = 1/√E computed by the kernel.
-  ScoreErrorModel(const Arithmetic& arithmetic, std::size_t E, double scale, bool scale_defaulted);
+  /// `scale`: |σ| (an upper bound); `scale_defaulted`: σ = 1/√E computed by the kernel;
+  /// `computed_bias`: the kernel forms the bias itself (ALiBi's fl(-slope·|d|)), two more roundings.
+  ScoreErrorModel(const Arithmetic& arithmetic, std::size_t E, double scale, bool scale_defaulted,
+                  bool computed_bias = false);
   struct Bound {
     double R = 0;         ///< σ A_j + |b_j| >= |s_j|
     double e = 0;         ///< >= |ŝ_j - s_j|

@@ -38,6 +38,7 @@ struct Shape {
   Data data = Data::gaussian;
   DType dtype = DType::fp32;
   std::int64_t window_left = -1, window_right = -1;
+  bool alibi = false;  // slopes 2^-(h+1) per query head
 };
 
 struct Case {
@@ -80,6 +81,7 @@ Case make_case(const Shape& s, std::uint64_t seed) {
   }
   p.causal = s.causal;
   p.window_left = s.window_left, p.window_right = s.window_right;
+  for (std::size_t h = 0; s.alibi && h < p.q_heads; ++h) p.alibi_slopes.push_back(std::ldexp(1.0, -static_cast<int>(h) - 1));
   if (s.key_lengths) {
     for (std::size_t b = 0; b < p.batch; ++b) p.key_lengths.push_back(p.S - 1 - 2 * b);
   }
@@ -94,7 +96,8 @@ Case make_case(const Shape& s, std::uint64_t seed) {
              (s.kv_heads < s.q_heads ? " gqa" : "") + (s.key_lengths ? " key lengths" : "") +
              (has_window(out.problem) ? " window (" + std::to_string(s.window_left) + ", " +
                                           std::to_string(s.window_right) + ")"
-                                    : "");
+                                    : "") +
+             (s.alibi ? " alibi" : "");
   return out;
 }
 
@@ -120,6 +123,9 @@ std::vector<Case> cases(DType dtype) {
   s = Shape{};  // a sliding window (FlashAttention's, bottom-right aligned) with GQA and key lengths
   s.dtype = dtype, s.batch = 2, s.q_heads = 4, s.kv_heads = 2, s.L = 10, s.S = 15, s.window_left = 3,
   s.window_right = 1, s.key_lengths = true;
+  out.push_back(make_case(s, seed++));
+  s = Shape{};  // ALiBi (bottom-right distances) with L < S, causal and GQA
+  s.dtype = dtype, s.q_heads = 4, s.kv_heads = 2, s.L = 9, s.S = 21, s.alibi = true, s.causal = Causal::bottom_right;
   out.push_back(make_case(s, seed++));
   return out;
 }

@@ -1,7 +1,7 @@
 // The fast kernel under the certified band: attn::flash_attention in fp32 (fp64) on random
 // TensorProblems with PyTorch's full semantics (every mask kind and broadcast, key lengths, causal
 // top-left and bottom-right with L != S, GQA, both layouts, scales defaulted, given and negative)
-// and FlashAttention's sliding windows
+// and FlashAttention's sliding windows and ALiBi
 // certified by certify_tensor against arithmetic_profile("fp32") (resp. "fp64"), at every SIMD level
 // this CPU has and several tile sizes; 1 and 2 threads give identical bits. A failure prints
 // RapidCheck's seed and reproduce string (README, "Replaying a failure") and the worst element.
@@ -131,6 +131,11 @@ template <class T> void certified_at_every_level(DType dtype, const char* profil
   const int window = *rc::gen::inRange(0, 4);
   if (window & 1) p.window_left = *rc::gen::inRange<std::int64_t>(0, 41);
   if (window & 2) p.window_right = *rc::gen::inRange<std::int64_t>(0, 41);
+  // ALiBi (not with a float mask): slopes 2^-k, per head or per (item, head).
+  if (p.mask_kind != TensorMask::additive && *rc::gen::inRange(0, 3) == 0) {
+    const std::size_t count = *rc::gen::element(p.q_heads, p.batch * p.q_heads);
+    for (std::size_t n = 0; n < count; ++n) p.alibi_slopes.push_back(std::ldexp(1.0, -*rc::gen::inRange(0, 9)));
+  }
   RC_ASSERT(validate(p).ok());
   CertifyOptions options;
   options.arithmetic = *arithmetic_profile(profile);

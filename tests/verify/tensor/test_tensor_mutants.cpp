@@ -1,6 +1,6 @@
 // The mutant zoo of tensor certification: correct attention kernels (fp32 three-step, fp32 tiled
 // online softmax, fp64 three-step, and the production attn::flash_attention in fp32 and fp64) on
-// TensorProblems with PyTorch's full semantics and FlashAttention's sliding windows pass
+// TensorProblems with PyTorch's full semantics and FlashAttention's sliding windows and ALiBi pass
 // certify_tensor under their profile; kernels with one bug each are caught on at least one problem.
 #include <gtest/gtest.h>
 
@@ -45,7 +45,25 @@ struct Kernel {
   bool window_top_left = false;     ///< bug: the window centred on i, not i + S - L (FlashAttention #1133's kind)
   bool window_ignored = false;      ///< bug: no window at all
   bool window_bug() const { return window_left_wide || window_right_wide || window_top_left || window_ignored; }
+  bool alibi_plus = false;          ///< bug: ALiBi's bias +slope·|d| (the sign lost)
+  bool alibi_heads_reversed = false;  ///< bug: head h takes slope Hq - 1 - h
+  bool alibi_top_left = false;      ///< bug: ALiBi's distance |i - j|, not |i + S - L - j|
+  bool alibi_in_bf16 = false;       ///< bug: ALiBi's bias rounded to bf16 (a half-precision bias buffer)
 };
+
+// The bias the kernel adds to a scaled score: the problem's (additive mask or ALiBi), or ALiBi's as
+// a buggy kernel forms it.
+double kernel_bias(const TensorProblem& p, const Kernel& k, std::size_t b, std::size_t h, std::size_t i,
+                   std::size_t j) {
+  if (p.alibi_slopes.empty() || !(k.alibi_plus || k.alibi_heads_reversed || k.alibi_top_left || k.alibi_in_bf16))
+    return additive_bias(p, b, h, i, j);
+  if (k.alibi_in_bf16) return round_to(DType::bf16, additive_bias(p, b, h, i, j));
+  const std::size_t head = k.alibi_heads_reversed ? p.q_heads - 1 - h : h;
+  const double slope = p.alibi_slopes[p.alibi_slopes.size() == p.q_heads ? head : b * p.q_heads + head];
+  const double centre = static_cast<double>(i) + (k.alibi_top_left ? 0.0 : static_cast<double>(p.S) -
+                                                                             static_cast<double>(p.L));
+  return (k.alibi_plus ? 1 : -1) * slope * std::fabs(centre - static_cast<double>(j));
+}
 
 // Does key j take part in row (b, h, i), as the kernel decides it. `windowless` is p without its
 // window (the window bugs decide the window themselves, then ask the other rules).
@@ -100,7 +118,7 @@ template <class T> std::vector<double> run_kernel(const TensorProblem& p, const 
                    static_cast<T>(p.key[tensor_index(p, p.kv_heads, p.S, p.E, b, kvh, j, c)]);
           }
           const T scaled = k.scale_divides ? dot / scale : dot * scale;
-          score[j] = scaled + static_cast<T>(additive_bias(p, b, h, i, j));
+          score[j] = scaled + static_cast<T>(kernel_bias(p, k, b, h, i, j));
         }
         const auto value = [&](std::size_t j, std::size_t c) {
           return static_cast<T>(p.value[tensor_index(p, p.kv_heads, p.S, p.Ev, b, kvh, j, c)]);
@@ -178,6 +196,8 @@ struct Spec {
   std::optional<double> scale;
   bool increasing_scores = false;  ///< positive queries, keys growing with j: the max grows per tile
   std::int64_t window_left = -1, window_right = -1;
+  bool alibi = false;             ///< ALiBi slopes 0.7^(h+1) in fp32 (not dyadic: biases need every bit)
+  bool alibi_per_batch = false;   ///< [B, Hq] slopes, item b's 0.7^(h+1+b)
 };
 
 std::string describe(const Spec& s, DType dtype) {
@@ -190,6 +210,11 @@ TensorProblem make_problem(const Spec& s, DType dtype) {
   p.L = s.L, p.S = s.S, p.E = s.E, p.Ev = s.Ev, p.dtype = dtype, p.layout = s.layout;
   p.causal = s.causal, p.key_lengths = s.key_lengths, p.scale = s.scale;
   p.window_left = s.window_left, p.window_right = s.window_right;
+  if (s.alibi) {
+    for (std::size_t b = 0; b < (s.alibi_per_batch ? s.batch : 1); ++b)
+      for (std::size_t h = 0; h < s.q_heads; ++h)
+        p.alibi_slopes.push_back(round_to(DType::fp32, std::pow(0.7, static_cast<double>(h + 1 + b))));
+  }
   std::mt19937_64 random(s.seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   const auto draw = [&](double x) { return round_to(dtype, x); };
@@ -298,6 +323,22 @@ std::vector<Spec> specs() {
     s.window_left = 0, s.window_right = 5, s.increasing_scores = true;
     v.push_back(s);
   }
+  // ALiBi (FlashAttention's alibi_slopes, bottom-right aligned distances).
+  {
+    Spec s = sized("ALiBi [Hq] L < S, GQA, boolean [L,S]", 1111, 2, 4, 2, 12, 40, 8, 8);
+    s.alibi = true, s.mask_kind = TensorMask::boolean;
+    v.push_back(s);
+  }
+  {
+    Spec s = sized("ALiBi [B, Hq] L > S with bottom-right causal", 1212, 2, 2, 1, 30, 21, 8, 4);
+    s.alibi = true, s.alibi_per_batch = true, s.causal = Causal::bottom_right;
+    v.push_back(s);
+  }
+  {
+    Spec s = sized("ALiBi and a window (6, 0), increasing scores", 1313, 1, 2, 2, 25, 33, 4, 4);
+    s.alibi = true, s.window_left = 6, s.window_right = 0, s.increasing_scores = true;
+    v.push_back(s);
+  }
   return v;
 }
 
@@ -364,6 +405,37 @@ TEST(TensorMutantZoo, CorrectKernelsPass) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
 }
 
+// ALiBi at a real length: biases up to 0.7·2047 ≈ 1400, so the kernel's own rounding of each
+// bias (u|b|, far above the scores' other errors) is what the band must hold. The correct fp32
+// kernels pass, with the bias formed in fp32. The bias in bf16 (caught at S <= 40 in the zoo) stays
+// inside the band here: a running maximum may be a far key's score (the first tile's, about -1400),
+// and the rescales' argument errors of u|m_t| that a correct kernel may make are as large. Its
+// usage is still hundreds of times a correct kernel's: checked, and printed.
+TEST(TensorMutantZoo, AlibiAtLongRowsHoldsTheBiasRounding) {
+  Spec s = sized("ALiBi L = 64, S = 2048, GQA", 1414, 1, 4, 2, 64, 2048, 16, 8);
+  s.alibi = true;
+  const TensorProblem p = make_problem(s, DType::fp32);
+  ASSERT_TRUE(validate(p).ok());
+  const CertifyOptions options = options_for("fp32");
+  const Kernel three_step{.name = "fp32 three-step"}, tiled{.name = "fp32 tiled", .tile = 128};
+  for (const Kernel* k : {&three_step, &tiled}) {
+    const TensorReport report = certify_tensor(p, run_kernel<float>(p, *k), options);
+    EXPECT_TRUE(report.passed) << k->name << ": " << report.summary();
+    std::printf("%-16s ALiBi S = 2048: max |err|/δ %.3g (certified), %.3g (statistical)\n", k->name.c_str(),
+                report.certified.max_band_usage, report.statistical.max_band_usage);
+  }
+  KernelStatus status = KernelStatus::ok;
+  const TensorReport flash =
+      certify_tensor(p, testing_support::run_flash<float>(p, testing_support::FlashRun{}, &status), options);
+  EXPECT_EQ(status, KernelStatus::ok);
+  EXPECT_TRUE(flash.passed) << "flash fp32: " << flash.summary();
+  const Kernel bf16_bias{.name = "bias in bf16", .alibi_in_bf16 = true};
+  const TensorReport wrong = certify_tensor(p, run_kernel<float>(p, bf16_bias), options);
+  EXPECT_GT(wrong.max_band_usage, 100 * flash.max_band_usage);
+  std::printf("flash fp32 max |err|/δ %.3g; ALiBi's bias in bf16: %zu failures, max |err|/δ %.3g\n",
+              flash.max_band_usage, wrong.failure_count, wrong.max_band_usage);
+}
+
 TEST(TensorMutantZoo, EveryMutantIsCaught) {
   const std::vector<Kernel> mutants = {
       {.name = "exp in fp16", .exp_in_fp16 = true},
@@ -378,6 +450,10 @@ TEST(TensorMutantZoo, EveryMutantIsCaught) {
       {.name = "window's right end one key wide", .tile = 8, .window_right_wide = true},
       {.name = "window aligned top-left", .window_top_left = true},
       {.name = "window ignored", .tile = 16, .window_ignored = true},
+      {.name = "ALiBi's sign lost (+slope·|d|)", .alibi_plus = true},
+      {.name = "ALiBi's slopes in reversed head order", .tile = 8, .alibi_heads_reversed = true},
+      {.name = "ALiBi's distance top-left (|i - j|)", .alibi_top_left = true},
+      {.name = "ALiBi's bias in bf16", .tile = 16, .alibi_in_bf16 = true},
   };
   const auto started = std::chrono::steady_clock::now();
   const std::vector<Spec> all = specs();
