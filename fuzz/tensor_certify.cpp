@@ -80,6 +80,7 @@ TensorProblem build(attn::fuzz::ByteSource& bytes) {
     p.window_left = static_cast<std::int64_t>(bytes.in_range(0, p.S)) - 1;
     p.window_right = static_cast<std::int64_t>(bytes.in_range(0, p.S)) - 1;
   }
+  if (bytes.in_range(0, 3) == 0) p.softcap = std::fabs(value(bytes, DType::fp32));  // 0 (off) now and then too
   if (p.mask_kind != TensorMask::additive && bytes.flag()) {  // ALiBi: fp32 slopes, [Hq] or [B, Hq]
     const std::size_t count = bytes.flag() ? p.q_heads : p.batch * p.q_heads;
     for (std::size_t n = 0; n < count; ++n) p.alibi_slopes.push_back(round_to(DType::fp32, std::fabs(value(bytes, DType::fp32))));
@@ -136,6 +137,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           report.summary());
   require(report.statistical.max_band_usage >= report.certified.max_band_usage, "statistical usage >= certified",
           report.summary());
+  if (p.softcap > 0) return 0;  // the backward is not certified under softcap
   // The backward: the exact gradients rounded once (dq to dtype, dk and dv to K's and V's format).
   std::vector<double> dout(rows * p.Ev);
   for (double& x : dout) x = value(bytes, p.dtype);

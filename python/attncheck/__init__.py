@@ -20,6 +20,7 @@ families for any function with the SDPA signature), ``python3 -m attncheck check
 from __future__ import annotations
 
 import importlib
+import math
 import numbers
 
 import numpy as np
@@ -38,7 +39,7 @@ __all__ = ["check_attention", "check_attention_varlen", "check_attention_kvcache
 
 
 def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, causal_alignment="top-left",
-                    window_size=(-1, -1), alibi_slopes=None, scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
+                    window_size=(-1, -1), alibi_slopes=None, softcap=0.0, scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
                     weights_in_storage=None, rows=None, seed=0, tier="certified", alpha=1e-9, key_tile=None,
                     sum_chunk=None, single_pass=False, splits=None, ordered=False, accumulator=None,
                     query_in_storage=None, lse=None, lse_base=None, masked_lse="-inf") -> Report:
@@ -54,7 +55,9 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     is exactly bottom-right causal; it combines with is_causal and the mask (every rule must admit
     a key). alibi_slopes: FlashAttention's ALiBi, [Hq] or [B, Hq] float32 slopes: the bias
     -slope·|i + S - L - j| joins the scaled score, formed by the kernel in its compute precision (the
-    band holds that rounding); not with a float attn_mask. scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
+    band holds that rounding); not with a float attn_mask. softcap: FlashAttention's logit
+    softcapping, c·tanh(s/c) of the scaled score s before the bias is added (0 off; the kernel's
+    tanh within 4 ulps plus 3u absolute; forward and LSE only, the backward refuses it). scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
     kv head h // G. key_lengths: per batch item, keys j >= length are masked. precision: "fp64",
     "fp32", "fp16", "bf16", "fp16-math" or "bf16-math" (PyTorch's math path: the scaled Q, the
     scores and P rounded to the dtype too) (default: the inputs' dtype; an out of another dtype is noted in
@@ -88,6 +91,7 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     argument at fault.
     """
     out_values, out_dtype = as_exact_array(out, "out")
+    softcap = _softcap(softcap)
     call = _sdpa_call(out_values, "out", query, key, value, attn_mask, is_causal, causal_alignment, scale,
                       enable_gqa, key_lengths, window_size, alibi_slopes)
     q, k, v, q_dtype, k_dtype, rank = call.q, call.k, call.v, call.q_dtype, call.k_dtype, call.q.ndim
@@ -125,8 +129,8 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     native = _attncheck.certify(
         out_values.reshape(to_rank4(out_values.shape, "out")), q.reshape(to_rank4(q.shape, "query")),
         k.reshape(to_rank4(k.shape, "key")), v.reshape(to_rank4(v.shape, "value")), mask=mask, mask_kind=mask_kind,
-        causal=call.causal, window=call.window, alibi_slopes=call.alibi, scale=call.scale,
-        key_lengths=lengths, precision=precision, exp_ulps=None if exp_ulps is None else float(exp_ulps),
+        causal=call.causal, window=call.window, alibi_slopes=call.alibi, softcap=softcap,
+        scale=call.scale, key_lengths=lengths, precision=precision, exp_ulps=None if exp_ulps is None else float(exp_ulps),
         weights_in_storage=None if weights_in_storage is None else bool(weights_in_storage),
         query_in_storage=None if query_in_storage is None else bool(query_in_storage),
         kv_precision=None if k_dtype == q_dtype else PRECISION_OF_DTYPE[k_dtype], rows=rows, seed=seed, tier=tier, alpha=float(alpha),
@@ -206,6 +210,16 @@ def _sdpa_call(out_values, out_name, query, key, value, attn_mask, is_causal, ca
                      causal=causal_alignment if is_causal else "none", window=_window(window_size),
                      alibi=_alibi(alibi_slopes, q.shape, mask_kind),
                      scale=None if scale is None else float(scale), lengths=_key_lengths(key_lengths))
+
+
+def _softcap(softcap):
+    """FlashAttention's softcap: 0 (off) or a positive finite float32 value."""
+    if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real):
+        raise TypeError(f"softcap: expected a float, got {type(softcap).__name__}")
+    c = float(softcap)
+    if not (math.isfinite(c) and c >= 0) or float(np.float32(c)) != c:
+        raise ValueError(f"softcap: expected 0 (off) or a positive finite float32 value, got {softcap!r}")
+    return c
 
 
 def _alibi(alibi_slopes, query_shape, mask_kind):

@@ -129,6 +129,29 @@ Interval exp_enclosure(double x) {
   return {scaled_end(next_down(p * (1 - kRelative)), e, false), scaled_end(next_up(p * (1 + kRelative)), e, true)};
 }
 
+namespace {
+// tanh(x) for x >= 0, bounded below (upper = false) or above.
+double tanh_bound(double x, bool upper) {
+  if (x == 0) return 0;
+  if (std::isinf(x)) return 1;
+  if (x <= 0x1p-10) {  // x - x³/3 <= tanh x <= x
+    if (upper) return x;
+    const double cube = next_up(next_up(x * x) * x);
+    return std::max(0.0, next_down(x - next_up(cube / 3)));
+  }
+  const Interval t = exp_enclosure(-2 * x);  // -2x exact
+  // (1 - t)/(1 + t) decreases in t.
+  if (upper) return std::min(1.0, next_up(next_up(1 - t.lo) / next_down(1 + t.lo)));
+  return std::max(0.0, next_down(next_down(1 - t.hi) / next_up(1 + t.hi)));
+}
+double tanh_end(double x, bool upper) { return x >= 0 ? tanh_bound(x, upper) : -tanh_bound(-x, !upper); }
+}  // namespace
+
+Interval tanh_enclosure(Interval a) {
+  if (std::isnan(a.lo) || std::isnan(a.hi)) throw ContractError("tanh_enclosure: NaN argument");
+  return {tanh_end(a.lo, false), tanh_end(a.hi, true)};
+}
+
 Interval log_enclosure(Interval a) {
   MpfrFloat x(53), y(53);
   mpfr_set_d(x.get(), a.lo, MPFR_RNDN);  // exact

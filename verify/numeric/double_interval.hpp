@@ -134,4 +134,8 @@ struct DotEnclosure {
 /// each end, directed).
 [[nodiscard]] Interval log_enclosure(Interval a);
 
+/// [tanh(a.lo), tanh(a.hi)] rounded outwards (tanh is increasing): from exp_enclosure(-2|x|) as
+/// (1 - t)/(1 + t), or x - x³/3 <= tanh x <= x for 0 <= x <= 2^-10 (the alternating series).
+[[nodiscard]] Interval tanh_enclosure(Interval a);
+
 }  // namespace attn::verify

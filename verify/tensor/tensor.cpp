@@ -133,6 +133,9 @@ Result<Ok, Error> validate(const TensorProblem& p) {
     }
   }
   if (auto ok = check_mask(p); !ok) return ok;
+  if (!(std::isfinite(p.softcap) && p.softcap >= 0) || round_to(DType::fp32, p.softcap) != p.softcap) {
+    return Error{"softcap: must be 0 (off) or a positive finite fp32 value, got " + std::to_string(p.softcap)};
+  }
   if (!p.alibi_slopes.empty()) {
     const std::size_t n = p.alibi_slopes.size();
     if (n != p.q_heads && n != p.batch * p.q_heads) {

@@ -55,6 +55,9 @@ struct TensorProblem {
   /// Slopes are fp32 values (FlashAttention's dtype), so every bias is exact in double. Not together
   /// with an additive mask (the two biases' sum need not be exact).
   std::vector<double> alibi_slopes;
+  /// Logit softcapping (FlashAttention's softcap, Gemma 2's): c > 0 turns the scaled score s into
+  /// c·tanh(s/c) before the mask's or ALiBi's bias is added; 0 is off. An fp32 value.
+  double softcap = 0;
 };
 
 /// A problem that is well-formed: sizes agree with the data, Hkv divides Hq, the mask broadcasts,

@@ -54,6 +54,10 @@
 // is formed by the kernel: |d| converted to compute (exact below 2^24 in fp32, one rounding
 // otherwise) and multiplied by the fp32 slope (one rounding), so |b̂_j - b_j| <= γ_2 |b_j| <= γ_2 R_j,
 // and with the add's own rounding the chain holds γ_{E+c_σ+9} R_j (two more in every route).
+// Softcap (ScoreErrorModel::operator()): c·tanh(ŝ/c) is 1-Lipschitz with |c·tanh(x/c)| <= |x|: the
+// error so far passes through, R_j still bounds the capped score plus the bias, and the division,
+// tanh (kTanhUlps u relative + 3u absolute) and the product add (2 + kTanhUlps) u (1+γ_2)² (R_j + e_j)
+// + 3uc.
 // E := max e_j, P := max(R_j+e_j).
 // Step 2' (intermediates in storage, PyTorch's math path in fp16/bf16: query_in_storage,
 // scores_in_storage). Rounding the scaled (or unscaled) Q and K to K's format (PyTorch 1.13 scales
@@ -767,11 +771,12 @@ void transpose_values(const RowTerms& t, std::size_t columns, std::vector<double
 }  // namespace
 
 ScoreErrorModel::ScoreErrorModel(const Arithmetic& arithmetic, std::size_t E, double scale, bool scale_defaulted,
-                                 bool computed_bias)
-    : arithmetic_(arithmetic), E_(static_cast<double>(E)), sigma_(scale) {
+                                 bool computed_bias, double softcap)
+    : arithmetic_(arithmetic), E_(static_cast<double>(E)), sigma_(scale), softcap_(softcap) {
   const Format compute = format_of(arithmetic.compute), storage = format_of(arithmetic.storage);
   const Format kv = format_of(arithmetic.kv_storage.value_or(arithmetic.storage));
   const double u = compute.unit;
+  u_ = u;
   const bool converts = storage.unit < u || kv.unit < u;  // inputs finer than compute: one conversion each
   const double c_sigma = scale_defaulted ? 2 : 1;
   g_dot_ = gamma_of(E_ + c_sigma + 7 + (converts ? 2 : 0) + (computed_bias ? 2 : 0), u);
@@ -797,6 +802,16 @@ ScoreErrorModel::Bound ScoreErrorModel::operator()(double abs_dot, double abs_bi
     // Both sides rounded: (1 + δ)(1 + δ') on every product; absolutely, h per subnormal component.
     b.absolute = h_k_ * (1 + gs2_) * (1 + g_dot_) * side_scale_ * abs_sides + E_ * h_k_ * h_k_;
     b.e += gs2_ * (1 + g_dot_) * sigma_ * abs_dot + b.absolute;
+  }
+  if (softcap_ > 0) {
+    // Step 2 (softcap): c·tanh(x/c) is 1-Lipschitz and |c·tanh(x/c)| <= |x|, so R_j still bounds
+    // the capped score plus the bias and the error so far passes through. The kernel's division by
+    // c, its tanh (kTanhUlps relative plus 3u absolute: 1 - 2/(e^{2y} + 1) cancels near 0) and the
+    // product by c add u|s| + c (kTanhUlps u |t| + 3u) + u|ĉ t̂| <= (2 + kTanhUlps) u (1 + γ)² R_j + 3uc.
+    const double g = gamma_of(2, u_);
+    b.e += (2 + kTanhUlps) * u_ * (1 + g) * (1 + g) * (b.R + b.e) + 3 * u_ * softcap_;
+    // In storage (the math path): the quotient, tanh and the product rounded to storage too.
+    if (arithmetic_.scores_in_storage) b.e += gs3_ * (b.R + b.e) + 3 * h_storage_;
   }
   if (arithmetic_.scores_in_storage) b.e += gs3_ * (b.R + b.e) + 3 * h_storage_;
   return b;
@@ -910,7 +925,7 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   double h_score = 0;  // max_j of the absolute (subnormal) part of e_j from Q's and K's rounding
   if (arithmetic.query_in_storage && t.abs_key.size() != t.keys)
     throw ContractError("tensor_row_bands: query_in_storage needs RowTerms::abs_key");
-  const ScoreErrorModel score_error(arithmetic, t.E, sigma, t.scale_defaulted, t.computed_bias);
+  const ScoreErrorModel score_error(arithmetic, t.E, sigma, t.scale_defaulted, t.computed_bias, t.softcap);
   for (std::size_t j = 0; j < t.keys; ++j) {
     const ScoreErrorModel::Bound b =
         score_error(t.abs_dot[j], t.abs_bias[j], arithmetic.query_in_storage ? t.abs_key[j] + t.abs_query : 0.0);

@@ -98,17 +98,24 @@ struct RowTerms {
   double scale = 0;                                ///< |multiplier| (upper bound)
   bool scale_defaulted = true;  ///< the scale is 1/√E computed by the implementation (one more rounding)
   bool computed_bias = false;   ///< the bias is ALiBi's, formed by the kernel (ScoreErrorModel)
+  double softcap = 0;           ///< c of c·tanh(s/c) (0 off), applied by the kernel before the bias
 };
 
 /// Steps 1, 2 and 2' of the derivation (tensor_band.cpp): for one row, a bound e_j >= |ŝ_j - s_j| on
 /// the error of a computed score over every route the derivation allows (where the scale is applied,
 /// FMA or not, intermediates in storage). Shared by the output's band and the gradients'.
+/// The relative accuracy, in units of the compute format, assumed of a kernel's tanh under softcap
+/// (a judgement, as exp_ulps: libm's tanhf is within 2 ulps; a 1 - 2/(e^{2x} + 1) form adds an
+/// absolute 3u, counted apart).
+inline constexpr double kTanhUlps = 4;
+
 class ScoreErrorModel {
  public:
   /// `scale`: |σ| (an upper bound); `scale_defaulted`: σ = 1/√E computed by the kernel;
   /// `computed_bias`: the kernel forms the bias itself (ALiBi's fl(-slope·|d|)), two more roundings.
+  /// `softcap`: c > 0 when the kernel computes c·tanh(ŝ/c) before the bias (Step 2's softcap).
   ScoreErrorModel(const Arithmetic& arithmetic, std::size_t E, double scale, bool scale_defaulted,
-                  bool computed_bias = false);
+                  bool computed_bias = false, double softcap = 0);
   struct Bound {
     double R = 0;         ///< σ A_j + |b_j| >= |s_j|
     double e = 0;         ///< >= |ŝ_j - s_j|
@@ -122,6 +129,7 @@ class ScoreErrorModel {
   Arithmetic arithmetic_;
   double E_ = 0, sigma_ = 0;
   double g_dot_ = 0, flushed_ = 0, h_k_ = 0, gs2_ = 0, gs3_ = 0, h_storage_ = 0, side_scale_ = 0;
+  double softcap_ = 0, u_ = 0;
 };
 
 /// γ_n = n·u / (1 - n·u) for unit roundoff u (Higham, Lemma 3.1), rounded upwards (a factor 1 + 2^-20

@@ -234,6 +234,7 @@ void band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure& e, 
   t.scale = std::max(std::fabs(e.scale.lo), std::fabs(e.scale.hi));
   t.scale_defaulted = !p.scale.has_value();
   t.computed_bias = !p.alibi_slopes.empty();
+  t.softcap = p.softcap;
   const RowIndex r = row_index(p, row);
   const std::size_t kv = kv_head_of(p, r.h);
   double top_lower = -kInf;  // the largest score is at least every score's lower end

@@ -65,6 +65,7 @@ struct RowData {
   std::vector<double> values;            // v_jc, key-major
   unsigned long head_dim = 0;            // E
   double max_abs_value = 0;
+  double softcap = 0;                    // c, 0 off
 };
 
 RowData prepare(const TensorProblem& p, std::size_t row) {
@@ -74,6 +75,7 @@ RowData prepare(const TensorProblem& p, std::size_t row) {
   RowData d;
   d.scaled_default = !p.scale.has_value();
   d.scale = p.scale.value_or(1);
+  d.softcap = p.softcap;
   d.width = p.Ev;
   d.head_dim = p.E;
   BitSpan q_span, k_span;
@@ -170,6 +172,11 @@ RowEnclosure evaluate(const RowData& d, int bits) {
     out.dots.push_back(dot.doubles());
     e.emplace_back(bits);
     mpfi_mul_fr(e[t].get(), scale.get(), d.dots[t].get());
+    if (d.softcap > 0) {  // c·tanh(s/c)
+      mpfi_div_d(e[t].get(), e[t].get(), d.softcap);
+      mpfi_tanh(e[t].get(), e[t].get());
+      mpfi_mul_d(e[t].get(), e[t].get(), d.softcap);
+    }
     mpfi_add_d(e[t].get(), e[t].get(), d.biases[t]);
     out.scores.push_back(e[t].doubles());
     mpfr_max(shift.get(), shift.get(), &e[t].get()[0].right, MPFR_RNDU);  // exact: a copy of an end
@@ -248,7 +255,14 @@ std::vector<double> plain_row_in(const TensorProblem& p, std::size_t row, const 
       const T query = static_cast<T>(q[c]);
       for (std::size_t t = 0; t < kChains; ++t) dot[t] = r(dot[t] + r(query * static_cast<T>(k[t][c])));
     }
-    for (std::size_t t = 0; t < count; ++t) scores[first + t] = r(r(dot[t] * scale) + biases[first + t]);
+    for (std::size_t t = 0; t < count; ++t) {
+      T s = r(dot[t] * scale);
+      if (p.softcap > 0) {
+        const T c = static_cast<T>(p.softcap);
+        s = r(c * r(static_cast<T>(round_to(compute, std::tanh(static_cast<double>(r(s / c)))))));
+      }
+      scores[first + t] = r(s + biases[first + t]);
+    }
   }
   std::vector<T> out(p.Ev, 0);
   std::vector<double> rounded(p.Ev, 0.0);

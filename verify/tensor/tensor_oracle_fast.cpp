@@ -142,7 +142,12 @@ std::optional<RowEnclosure> enclose_row_fast(const TensorProblem& p, std::size_t
     if (!takes_part(p, r.b, r.h, r.i, j)) continue;
     const DotEnclosure dot = dot_enclosure(q, p.key.data() + key0 + j * key_stride, p.E, bound);
     const double bias = additive_bias(p, r.b, r.h, r.i, j);
-    const Interval score = add(multiply(out.scale, dot.value), {bias, bias});
+    Interval score = multiply(out.scale, dot.value);
+    if (p.softcap > 0) {  // c·tanh(s/c), outwards
+      const double c = p.softcap;
+      score = multiply({c, c}, tanh_enclosure({next_down(score.lo / c), next_up(score.hi / c)}));
+    }
+    score = add(score, {bias, bias});
     if (!finite(score) || !std::isfinite(dot.abs_upper)) return std::nullopt;
     out.keys.push_back(j);
     out.dots.push_back(dot.value);

@@ -50,6 +50,42 @@ TEST(TensorDoubleInterval, ExpEnclosureContainsExpOverTheWholeRange) {
   }
 }
 
+// tanh_enclosure({x, x}) holds tanh x (MPFR at 256 bits, rounded both ways) and is narrow: within
+// 2^-30 relative of it away from 0 (the (1 - t)/(1 + t) branch loses bits to 1 - t near 2^-10;
+// ample beside fp32 bands, and wider rows fall to MPFI), 2^-18 in the series branch below 2^-10.
+::testing::AssertionResult tanh_holds(double x) {
+  const Interval t = tanh_enclosure({x, x});
+  MpfrFloat arg(64), low(256), high(256);
+  mpfr_set_d(arg.get(), x, MPFR_RNDN);
+  mpfr_tanh(low.get(), arg.get(), MPFR_RNDD);
+  mpfr_tanh(high.get(), arg.get(), MPFR_RNDU);
+  const double exact = mpfr_get_d(low.get(), MPFR_RNDN);
+  const bool holds = mpfr_cmp_d(low.get(), t.lo) >= 0 && mpfr_cmp_d(high.get(), t.hi) <= 0;
+  const bool narrow = t.hi - t.lo <= std::fabs(exact) * (std::fabs(x) > 0x1p-10 ? 0x1p-30 : 0x1p-18) + 0x1p-1070;
+  if (holds && narrow && t.lo >= -1 && t.hi <= 1) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << std::hexfloat << "x = " << x << ": [" << t.lo << ", " << t.hi
+                                       << "] against tanh x = " << exact << (holds ? " (too wide)" : " (misses it)");
+}
+
+TEST(TensorDoubleInterval, TanhEnclosureHoldsTanhAndIsNarrow) {
+  std::mt19937_64 random(20261202);
+  std::uniform_real_distribution<double> unit(-1, 1);
+  std::uniform_int_distribution<int> exponent(-1074, 6);
+  for (int k = 0; k < 20000; ++k) {
+    EXPECT_TRUE(tanh_holds(std::ldexp(unit(random), exponent(random))));
+    EXPECT_TRUE(tanh_holds(40 * unit(random)));
+  }
+  for (double x : {0.0, -0.0, 0x1p-10, next_up(0x1p-10), next_down(0x1p-10), -0x1p-10, 1e-300, kTiny, 18.0, 19.1,
+                   20.0, 40.0, 400.0, -400.0, 1e300})
+    EXPECT_TRUE(tanh_holds(x));
+  const Interval wide = tanh_enclosure({-3, 0.5});  // increasing: the ends' enclosures
+  EXPECT_LE(wide.lo, std::tanh(-3.0));
+  EXPECT_GE(wide.hi, std::tanh(0.5));
+  EXPECT_EQ(tanh_enclosure({kInf, kInf}).hi, 1);
+  EXPECT_EQ(tanh_enclosure({-kInf, -kInf}).lo, -1);
+  EXPECT_THROW((void)tanh_enclosure({std::nan(""), 0}), ContractError);
+}
+
 TEST(TensorDoubleInterval, ExpEnclosureEdges) {
   EXPECT_EQ(exp_enclosure(-kInf).lo, 0);
   EXPECT_EQ(exp_enclosure(-kInf).hi, 0);

@@ -1,6 +1,7 @@
 // The mutant zoo of tensor certification: correct attention kernels (fp32 three-step, fp32 tiled
 // online softmax, fp64 three-step, and the production attn::flash_attention in fp32 and fp64) on
-// TensorProblems with PyTorch's full semantics and FlashAttention's sliding windows and ALiBi pass
+// TensorProblems with PyTorch's full semantics and FlashAttention's sliding windows, ALiBi and
+// softcap pass
 // certify_tensor under their profile; kernels with one bug each are caught on at least one problem.
 #include <gtest/gtest.h>
 
@@ -49,6 +50,9 @@ struct Kernel {
   bool alibi_heads_reversed = false;  ///< bug: head h takes slope Hq - 1 - h
   bool alibi_top_left = false;      ///< bug: ALiBi's distance |i - j|, not |i + S - L - j|
   bool alibi_in_bf16 = false;       ///< bug: ALiBi's bias rounded to bf16 (a half-precision bias buffer)
+  bool softcap_s_tanh_s = false;    ///< bug: softcap as s·tanh(s) (FlashAttention #2396)
+  bool softcap_after_bias = false;  ///< bug: c·tanh((s + b)/c), the bias capped too
+  bool softcap_ignored = false;     ///< bug: no softcap
 };
 
 // The bias the kernel adds to a scaled score: the problem's (additive mask or ALiBi), or ALiBi's as
@@ -117,8 +121,14 @@ template <class T> std::vector<double> run_kernel(const TensorProblem& p, const 
             dot += static_cast<T>(p.query[tensor_index(p, p.q_heads, p.L, p.E, b, h, i, c)]) *
                    static_cast<T>(p.key[tensor_index(p, p.kv_heads, p.S, p.E, b, kvh, j, c)]);
           }
-          const T scaled = k.scale_divides ? dot / scale : dot * scale;
-          score[j] = scaled + static_cast<T>(kernel_bias(p, k, b, h, i, j));
+          T scaled = k.scale_divides ? dot / scale : dot * scale;
+          const T bias = static_cast<T>(kernel_bias(p, k, b, h, i, j));
+          const T c = static_cast<T>(p.softcap);
+          if (p.softcap > 0 && !k.softcap_ignored) {
+            if (k.softcap_after_bias) scaled += bias;
+            scaled = k.softcap_s_tanh_s ? scaled * std::tanh(scaled) : c * std::tanh(scaled / c);
+          }
+          score[j] = k.softcap_after_bias && p.softcap > 0 && !k.softcap_ignored ? scaled : scaled + bias;
         }
         const auto value = [&](std::size_t j, std::size_t c) {
           return static_cast<T>(p.value[tensor_index(p, p.kv_heads, p.S, p.Ev, b, kvh, j, c)]);
@@ -198,6 +208,8 @@ struct Spec {
   std::int64_t window_left = -1, window_right = -1;
   bool alibi = false;             ///< ALiBi slopes 0.7^(h+1) in fp32 (not dyadic: biases need every bit)
   bool alibi_per_batch = false;   ///< [B, Hq] slopes, item b's 0.7^(h+1+b)
+  double softcap = 0;             ///< c of c·tanh(s/c); 0 off
+  double spread = 1;              ///< scales the query (softcap bites on large scores)
 };
 
 std::string describe(const Spec& s, DType dtype) {
@@ -210,6 +222,7 @@ TensorProblem make_problem(const Spec& s, DType dtype) {
   p.L = s.L, p.S = s.S, p.E = s.E, p.Ev = s.Ev, p.dtype = dtype, p.layout = s.layout;
   p.causal = s.causal, p.key_lengths = s.key_lengths, p.scale = s.scale;
   p.window_left = s.window_left, p.window_right = s.window_right;
+  p.softcap = s.softcap;
   if (s.alibi) {
     for (std::size_t b = 0; b < (s.alibi_per_batch ? s.batch : 1); ++b)
       for (std::size_t h = 0; h < s.q_heads; ++h)
@@ -226,7 +239,8 @@ TensorProblem make_problem(const Spec& s, DType dtype) {
       for (std::size_t i = 0; i < s.L; ++i) {
         for (std::size_t c = 0; c < s.E; ++c) {
           const double x = normal(random);
-          p.query[tensor_index(p, s.q_heads, s.L, s.E, b, h, i, c)] = draw(s.increasing_scores ? 1 + 0.1 * x : x);
+          p.query[tensor_index(p, s.q_heads, s.L, s.E, b, h, i, c)] =
+              draw(s.increasing_scores ? 1 + 0.1 * x : s.spread * x);
         }
       }
     }
@@ -323,6 +337,22 @@ std::vector<Spec> specs() {
     s.window_left = 0, s.window_right = 5, s.increasing_scores = true;
     v.push_back(s);
   }
+  // Softcap (FlashAttention's softcap, Gemma 2's 50 and 30): large scores, where the cap bites.
+  {
+    Spec s = sized("softcap 5, scores ~N(0, 16), GQA, boolean [L,S]", 1515, 2, 4, 2, 11, 30, 16, 8);
+    s.softcap = 5, s.spread = 4, s.mask_kind = TensorMask::boolean;
+    v.push_back(s);
+  }
+  {
+    Spec s = sized("softcap 2 with an additive [L,S] and bottom-right causal", 1616, 1, 2, 1, 20, 26, 8, 8);
+    s.softcap = 2, s.spread = 3, s.mask_kind = TensorMask::additive, s.causal = Causal::bottom_right;
+    v.push_back(s);
+  }
+  {
+    Spec s = sized("softcap 30 with ALiBi and a window (8, 0)", 1717, 1, 2, 2, 16, 40, 8, 4);
+    s.softcap = 30, s.spread = 8, s.alibi = true, s.window_left = 8, s.window_right = 0;
+    v.push_back(s);
+  }
   // ALiBi (FlashAttention's alibi_slopes, bottom-right aligned distances).
   {
     Spec s = sized("ALiBi [Hq] L < S, GQA, boolean [L,S]", 1111, 2, 4, 2, 12, 40, 8, 8);
@@ -394,6 +424,7 @@ TEST(TensorMutantZoo, CorrectKernelsPass) {
     const TensorProblem p64 = make_problem(s, DType::fp64);
     ASSERT_TRUE(validate(p64).ok()) << describe(s, DType::fp64) << ": " << validate(p64).error().message;
     check(fp64, s, p64, run_kernel<double>(p64, fp64), "fp64");
+    if (p32.softcap > 0) continue;  // the production kernel has no softcap yet
     KernelStatus status = KernelStatus::ok;
     check(flash32, s, p32, testing_support::run_flash<float>(p32, flash_run, &status), "fp32");
     EXPECT_EQ(status, KernelStatus::ok) << describe(s, DType::fp32);
@@ -454,6 +485,9 @@ TEST(TensorMutantZoo, EveryMutantIsCaught) {
       {.name = "ALiBi's slopes in reversed head order", .tile = 8, .alibi_heads_reversed = true},
       {.name = "ALiBi's distance top-left (|i - j|)", .alibi_top_left = true},
       {.name = "ALiBi's bias in bf16", .tile = 16, .alibi_in_bf16 = true},
+      {.name = "softcap as s·tanh(s)", .softcap_s_tanh_s = true},
+      {.name = "softcap over the bias too", .tile = 8, .softcap_after_bias = true},
+      {.name = "softcap ignored", .softcap_ignored = true},
   };
   const auto started = std::chrono::steady_clock::now();
   const std::vector<Spec> all = specs();
