@@ -81,6 +81,8 @@ TensorProblem build(attn::fuzz::ByteSource& bytes) {
     p.window_right = static_cast<std::int64_t>(bytes.in_range(0, p.S)) - 1;
   }
   if (bytes.in_range(0, 3) == 0) p.softcap = std::fabs(value(bytes, DType::fp32));  // 0 (off) now and then too
+  if (bytes.in_range(0, 3) == 0)  // sinks: one fp32 logit per query head
+    for (std::size_t h = 0; h < p.q_heads; ++h) p.sinks.push_back(value(bytes, DType::fp32));
   if (p.mask_kind != TensorMask::additive && bytes.flag()) {  // ALiBi: fp32 slopes, [Hq] or [B, Hq]
     const std::size_t count = bytes.flag() ? p.q_heads : p.batch * p.q_heads;
     for (std::size_t n = 0; n < count; ++n) p.alibi_slopes.push_back(round_to(DType::fp32, std::fabs(value(bytes, DType::fp32))));
@@ -111,6 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   CertifyOptions options;
   options.arithmetic = arithmetic_profile(dtype_name(p.dtype)).value();
   options.arithmetic.structure = structure(bytes);
+  if (has_sinks(p)) options.arithmetic.structure = KernelStructure{};  // sinks: no declared structure
   options.arithmetic.kv_storage = p.kv_dtype;  // as certify_tensor takes it, for the band computed below
   options.threads = 1;
   const std::size_t rows = p.batch * p.q_heads * p.L;
@@ -128,7 +131,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Scores beyond fp32's range have no fp32 LSE: those inputs check the output only.
   bool lse_finite = true;
   for (std::size_t row : with_keys) lse_finite = lse_finite && std::isfinite(lse[row]);
-  if (lse_finite) {
+  if (lse_finite && !has_sinks(p)) {  // the LSE with sinks is not certified
     const TensorReport lse_report = certify_lse(p, lse, options);
     require(lse_report.passed, "the exactly rounded LSE passes", lse_report.summary());
   }
@@ -137,7 +140,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           report.summary());
   require(report.statistical.max_band_usage >= report.certified.max_band_usage, "statistical usage >= certified",
           report.summary());
-  if (p.softcap > 0) return 0;  // the backward is not certified under softcap
+  if (p.softcap > 0 || has_sinks(p)) return 0;  // the backward is not certified under softcap or sinks
   // The backward: the exact gradients rounded once (dq to dtype, dk and dv to K's and V's format).
   std::vector<double> dout(rows * p.Ev);
   for (double& x : dout) x = value(bytes, p.dtype);

@@ -44,7 +44,7 @@ void require(bool condition, const std::string& message) {
 // The problem of one call; the Python layer has checked the shapes, this checks them again so
 // that no call of this function can read outside an array.
 TensorProblem make_problem(const Array& query, const Array& key, const Array& value, const std::optional<Array>& mask,
-                           const std::string& mask_kind, const std::string& causal, std::pair<std::int64_t, std::int64_t> window, const std::vector<double>& alibi_slopes, double softcap, std::optional<double> scale,
+                           const std::string& mask_kind, const std::string& causal, std::pair<std::int64_t, std::int64_t> window, const std::vector<double>& alibi_slopes, double softcap, const std::vector<double>& sinks, std::optional<double> scale,
                            const std::vector<std::size_t>& key_lengths, attn::verify::DType dtype,
                            std::optional<attn::verify::DType> kv_dtype) {
   const auto q = shape4(query, "query"), k = shape4(key, "key"), v = shape4(value, "value");
@@ -76,6 +76,7 @@ TensorProblem make_problem(const Array& query, const Array& key, const Array& va
   p.window_left = window.first, p.window_right = window.second;
   p.alibi_slopes = alibi_slopes;
   p.softcap = softcap;
+  p.sinks = sinks;
   return p;
 }
 
@@ -157,7 +158,7 @@ attn::verify::LseFormat lse_format_of(std::optional<std::string> lse_precision, 
 py::dict report_dict(const attn::verify::TensorReport& report);
 
 py::dict certify(const Array& out, const Array& query, const Array& key, const Array& value,
-                 const std::optional<Array>& mask, const std::string& mask_kind, const std::string& causal, std::pair<std::int64_t, std::int64_t> window, const std::vector<double>& alibi_slopes, double softcap,
+                 const std::optional<Array>& mask, const std::string& mask_kind, const std::string& causal, std::pair<std::int64_t, std::int64_t> window, const std::vector<double>& alibi_slopes, double softcap, const std::vector<double>& sinks,
                  std::optional<double> scale, const std::vector<std::size_t>& key_lengths,
                  const std::string& precision, std::optional<double> exp_ulps, std::optional<bool> weights_in_storage,
                  std::optional<std::size_t> rows, std::uint64_t seed, const std::string& tier, double alpha,
@@ -174,7 +175,7 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
   if (kv_precision) kv_dtype = format_named(*kv_precision, "key");
   options.arithmetic.structure = structure_of(key_tile, sum_chunk, single_pass, splits, ordered);
   const TensorProblem problem =
-      make_problem(query, key, value, mask, mask_kind, causal, window, alibi_slopes, softcap, scale, key_lengths, options.arithmetic.storage, kv_dtype);
+      make_problem(query, key, value, mask, mask_kind, causal, window, alibi_slopes, softcap, sinks, scale, key_lengths, options.arithmetic.storage, kv_dtype);
   if (auto ok = attn::verify::validate(problem); !ok) throw py::value_error(ok.error().message);
   const auto o = shape4(out, "out");
   require(o[0] == problem.batch && o[1] == problem.q_heads && o[2] == problem.L && o[3] == problem.Ev,
@@ -230,12 +231,12 @@ py::dict report_dict(const attn::verify::TensorReport& report) {
 
 // The exact gradients' midpoints, rounded to doubles, shaped as query, key and value.
 py::tuple gradients(const Array& dout, const Array& query, const Array& key, const Array& value,
-                    const std::optional<Array>& mask, const std::string& mask_kind, const std::string& causal, std::pair<std::int64_t, std::int64_t> window, const std::vector<double>& alibi_slopes, double softcap,
+                    const std::optional<Array>& mask, const std::string& mask_kind, const std::string& causal, std::pair<std::int64_t, std::int64_t> window, const std::vector<double>& alibi_slopes, double softcap, const std::vector<double>& sinks,
                     std::optional<double> scale, const std::vector<std::size_t>& key_lengths,
                     const std::string& precision, std::optional<std::string> kv_precision, int bits) {
   std::optional<attn::verify::DType> kv_dtype;
   if (kv_precision) kv_dtype = format_named(*kv_precision, "key");
-  const TensorProblem problem = make_problem(query, key, value, mask, mask_kind, causal, window, alibi_slopes, softcap, scale, key_lengths,
+  const TensorProblem problem = make_problem(query, key, value, mask, mask_kind, causal, window, alibi_slopes, softcap, sinks, scale, key_lengths,
                                              format_named(precision, "precision"), kv_dtype);
   if (auto ok = attn::verify::validate(problem); !ok) throw py::value_error(ok.error().message);
   const auto d = shape4(dout, "dout");
@@ -263,7 +264,7 @@ py::tuple gradients(const Array& dout, const Array& query, const Array& key, con
 // (the kernel's forward, when given) enter the band and are certified too.
 py::dict certify_backward(const Array& dq, const Array& dk, const Array& dv, const Array& dout, const Array& query,
                           const Array& key, const Array& value, const std::optional<Array>& mask,
-                          const std::string& mask_kind, const std::string& causal, std::pair<std::int64_t, std::int64_t> window, const std::vector<double>& alibi_slopes, double softcap, std::optional<double> scale,
+                          const std::string& mask_kind, const std::string& causal, std::pair<std::int64_t, std::int64_t> window, const std::vector<double>& alibi_slopes, double softcap, const std::vector<double>& sinks, std::optional<double> scale,
                           const std::vector<std::size_t>& key_lengths, const std::string& precision,
                           std::optional<double> exp_ulps, std::optional<bool> weights_in_storage,
                           std::optional<bool> query_in_storage, std::optional<std::string> kv_precision,
@@ -276,7 +277,7 @@ py::dict certify_backward(const Array& dq, const Array& dk, const Array& dv, con
   std::optional<attn::verify::DType> kv_dtype;
   if (kv_precision) kv_dtype = format_named(*kv_precision, "key");
   const TensorProblem problem =
-      make_problem(query, key, value, mask, mask_kind, causal, window, alibi_slopes, softcap, scale, key_lengths, options.arithmetic.storage, kv_dtype);
+      make_problem(query, key, value, mask, mask_kind, causal, window, alibi_slopes, softcap, sinks, scale, key_lengths, options.arithmetic.storage, kv_dtype);
   if (auto ok = attn::verify::validate(problem); !ok) throw py::value_error(ok.error().message);
   const auto same = [](const Array& a, const Array& like, const char* name, const char* like_name) {
     require(a.ndim() == 4 && like.ndim() == 4, std::string(name) + ": expected rank 4 after reshaping");
@@ -343,7 +344,7 @@ py::dict certify_backward(const Array& dq, const Array& dk, const Array& dv, con
 PYBIND11_MODULE(_attncheck, m) {
   m.doc() = "attncheck's C++ certification (use the attncheck package, not this module)";
   m.def("certify", &certify, py::arg("out"), py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(),
-        py::arg("mask"), py::arg("mask_kind"), py::arg("causal"), py::arg("window") = std::pair<std::int64_t, std::int64_t>{-1, -1}, py::arg("alibi_slopes") = std::vector<double>{}, py::arg("softcap") = 0.0, py::arg("scale"), py::arg("key_lengths"),
+        py::arg("mask"), py::arg("mask_kind"), py::arg("causal"), py::arg("window") = std::pair<std::int64_t, std::int64_t>{-1, -1}, py::arg("alibi_slopes") = std::vector<double>{}, py::arg("softcap") = 0.0, py::arg("sinks") = std::vector<double>{}, py::arg("scale"), py::arg("key_lengths"),
         py::arg("precision"), py::arg("exp_ulps"), py::arg("weights_in_storage"), py::arg("rows"), py::arg("seed"),
         py::arg("tier") = "certified", py::arg("alpha") = 1e-9, py::arg("key_tile") = py::none(),
         py::arg("sum_chunk") = py::none(), py::arg("single_pass") = false, py::arg("splits") = py::none(),
@@ -356,7 +357,7 @@ PYBIND11_MODULE(_attncheck, m) {
         "names the argument at fault.");
   m.def("certify_backward", &certify_backward, py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("dout"),
         py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(), py::arg("mask"), py::arg("mask_kind"),
-        py::arg("causal"), py::arg("window") = std::pair<std::int64_t, std::int64_t>{-1, -1}, py::arg("alibi_slopes") = std::vector<double>{}, py::arg("softcap") = 0.0, py::arg("scale"), py::arg("key_lengths"), py::arg("precision"), py::arg("exp_ulps"),
+        py::arg("causal"), py::arg("window") = std::pair<std::int64_t, std::int64_t>{-1, -1}, py::arg("alibi_slopes") = std::vector<double>{}, py::arg("softcap") = 0.0, py::arg("sinks") = std::vector<double>{}, py::arg("scale"), py::arg("key_lengths"), py::arg("precision"), py::arg("exp_ulps"),
         py::arg("weights_in_storage"), py::arg("query_in_storage") = py::none(), py::arg("kv_precision") = py::none(),
         py::arg("rows") = py::none(), py::arg("seed") = 0, py::arg("tier") = "certified", py::arg("alpha") = 1e-9,
         py::arg("max_failures") = 100, py::arg("out") = py::none(), py::arg("lse") = py::none(),
@@ -365,7 +366,7 @@ PYBIND11_MODULE(_attncheck, m) {
         "Certifies a backward's dq, dk, dv (float64 arrays shaped as query, key, value, [B, H, *, *]) for dout; "
         "returns the reports as a dict (dq, dk, dv; dmask, out and lse when given). ValueError names the argument at fault.");
   m.def("gradients", &gradients, py::arg("dout"), py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(),
-        py::arg("mask"), py::arg("mask_kind"), py::arg("causal"), py::arg("window") = std::pair<std::int64_t, std::int64_t>{-1, -1}, py::arg("alibi_slopes") = std::vector<double>{}, py::arg("softcap") = 0.0, py::arg("scale"), py::arg("key_lengths"),
+        py::arg("mask"), py::arg("mask_kind"), py::arg("causal"), py::arg("window") = std::pair<std::int64_t, std::int64_t>{-1, -1}, py::arg("alibi_slopes") = std::vector<double>{}, py::arg("softcap") = 0.0, py::arg("sinks") = std::vector<double>{}, py::arg("scale"), py::arg("key_lengths"),
         py::arg("precision"), py::arg("kv_precision") = py::none(), py::arg("bits") = 128,
         "The exact gradients (dq, dk, dv) of sum(dout * SDPA(...)) as float64 arrays shaped as query, key, value "
         "([B, H, *, *] float64 arrays holding exact values). ValueError names the argument at fault.");

@@ -39,7 +39,7 @@ __all__ = ["check_attention", "check_attention_varlen", "check_attention_kvcache
 
 
 def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, causal_alignment="top-left",
-                    window_size=(-1, -1), alibi_slopes=None, softcap=0.0, scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
+                    window_size=(-1, -1), alibi_slopes=None, softcap=0.0, sinks=None, scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
                     weights_in_storage=None, rows=None, seed=0, tier="certified", alpha=1e-9, key_tile=None,
                     sum_chunk=None, single_pass=False, splits=None, ordered=False, accumulator=None,
                     query_in_storage=None, lse=None, lse_base=None, masked_lse="-inf") -> Report:
@@ -57,7 +57,10 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     -slope·|i + S - L - j| joins the scaled score, formed by the kernel in its compute precision (the
     band holds that rounding); not with a float attn_mask. softcap: FlashAttention's logit
     softcapping, c·tanh(s/c) of the scaled score s before the bias is added (0 off; the kernel's
-    tanh within 4 ulps plus 3u absolute; forward and LSE only, the backward refuses it). scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
+    tanh within 4 ulps plus 3u absolute; forward and LSE only, the backward refuses it). sinks:
+    [Hq] float32 logits (gpt-oss, FlashAttention 4) that join each row's softmax denominator,
+    Σ_j e^{s_j} + e^{z_h}, and carry no value; forward only, with no declared kernel structure and
+    no lse. scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
     kv head h // G. key_lengths: per batch item, keys j >= length are masked. precision: "fp64",
     "fp32", "fp16", "bf16", "fp16-math" or "bf16-math" (PyTorch's math path: the scaled Q, the
     scores and P rounded to the dtype too) (default: the inputs' dtype; an out of another dtype is noted in
@@ -122,6 +125,13 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
         if not isinstance(flag, (bool, np.bool_)):
             raise TypeError(f"{name}: expected a bool, got {type(flag).__name__}")
     lse_values, lse_precision = _lse_arguments(lse, out_values.shape, "out", lse_base, masked_lse)
+    sink_logits = _sinks(sinks, q.shape)
+    if sink_logits and lse_values is not None:
+        raise ValueError("sinks: the LSE with sinks is not certified yet (certify out alone)")
+    if sink_logits and any(x is not None and x is not False for x in (key_tile, splits, single_pass or None,
+                                                                       ordered or None)) or (sink_logits and sum_chunk):
+        raise ValueError("sinks: declare no kernel structure (where a kernel adds the sink in its tiling is not "
+                         "modelled)")
     structure = {name: value for name, value in (("key_tile", key_tile), ("sum_chunk", sum_chunk),
                                                   ("single_pass", bool(single_pass) or None), ("splits", splits),
                                                   ("ordered", bool(ordered) or None))
@@ -129,7 +139,7 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     native = _attncheck.certify(
         out_values.reshape(to_rank4(out_values.shape, "out")), q.reshape(to_rank4(q.shape, "query")),
         k.reshape(to_rank4(k.shape, "key")), v.reshape(to_rank4(v.shape, "value")), mask=mask, mask_kind=mask_kind,
-        causal=call.causal, window=call.window, alibi_slopes=call.alibi, softcap=softcap,
+        causal=call.causal, window=call.window, alibi_slopes=call.alibi, softcap=softcap, sinks=sink_logits,
         scale=call.scale, key_lengths=lengths, precision=precision, exp_ulps=None if exp_ulps is None else float(exp_ulps),
         weights_in_storage=None if weights_in_storage is None else bool(weights_in_storage),
         query_in_storage=None if query_in_storage is None else bool(query_in_storage),
@@ -210,6 +220,19 @@ def _sdpa_call(out_values, out_name, query, key, value, attn_mask, is_causal, ca
                      causal=causal_alignment if is_causal else "none", window=_window(window_size),
                      alibi=_alibi(alibi_slopes, q.shape, mask_kind),
                      scale=None if scale is None else float(scale), lengths=_key_lengths(key_lengths))
+
+
+def _sinks(sinks, query_shape):
+    """Attention sinks: [Hq] float32 logits (a list of floats), [] for None."""
+    if sinks is None:
+        return []
+    values, _ = as_exact_array(sinks, "sinks")
+    Hq = to_rank4(query_shape, "query")[1]
+    if values.shape != (Hq,):
+        raise ValueError(f"sinks: expected shape ({Hq},) (one logit per query head), got {tuple(values.shape)}")
+    if not np.isfinite(values).all() or (values.astype(np.float32).astype(np.float64) != values).any():
+        raise ValueError("sinks: expected finite float32 values")
+    return [float(x) for x in values]
 
 
 def _softcap(softcap):

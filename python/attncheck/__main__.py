@@ -51,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
                             "i+S-L-LEFT .. i+S-L+RIGHT; -1 an unbounded side (default -1 -1)")
     check.add_argument("--softcap", type=float, default=0.0,
                        help="FlashAttention's logit softcap c: scores become c·tanh(s/c) before the mask (default 0: off)")
+    check.add_argument("--sinks", metavar="FILE.npy", help="attention sinks: [Hq] float32 logits in every denominator")
     check.add_argument("--scale", type=float, help="multiplier of Q·Kᵀ (default 1/√E)")
     check.add_argument("--enable-gqa", action="store_true")
     check.add_argument("--key-lengths", metavar="N,N,...", help="per batch item: keys j >= N are masked")
@@ -92,6 +93,7 @@ def _check(args) -> int:
     arrays = {name: _load(getattr(args, name)) for name in ("query", "key", "value", "out")}
     mask = _load(args.attn_mask) if args.attn_mask else None
     lse = _load(args.lse) if args.lse else None
+    sinks = _load(args.sinks) if args.sinks else None
     lengths = None
     if args.key_lengths:
         try:
@@ -100,7 +102,7 @@ def _check(args) -> int:
             raise _Usage(f"--key-lengths: expected integers separated by commas, got {args.key_lengths!r}") from None
     report = check_attention(arrays["out"], arrays["query"], arrays["key"], arrays["value"], attn_mask=mask,
                              is_causal=args.is_causal, causal_alignment=args.causal_alignment,
-                             window_size=tuple(args.window_size), softcap=args.softcap, scale=args.scale,
+                             window_size=tuple(args.window_size), softcap=args.softcap, sinks=sinks, scale=args.scale,
                              enable_gqa=args.enable_gqa, key_lengths=lengths, precision=args.precision,
                              rows=args.rows, seed=args.seed, tier=args.tier, alpha=args.alpha,
                              key_tile=args.key_tile, sum_chunk=args.sum_chunk, single_pass=args.single_pass,

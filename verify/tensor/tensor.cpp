@@ -133,6 +133,17 @@ Result<Ok, Error> validate(const TensorProblem& p) {
     }
   }
   if (auto ok = check_mask(p); !ok) return ok;
+  if (!p.sinks.empty()) {
+    if (p.sinks.size() != p.q_heads) {
+      return Error{"sinks: expected one logit per query head (" + std::to_string(p.q_heads) + "), got " +
+                   std::to_string(p.sinks.size())};
+    }
+    for (std::size_t k = 0; k < p.sinks.size(); ++k) {
+      if (!std::isfinite(p.sinks[k]) || round_to(DType::fp32, p.sinks[k]) != p.sinks[k]) {
+        return Error{"sinks: element " + std::to_string(k) + " is not a finite fp32 value"};
+      }
+    }
+  }
   if (!(std::isfinite(p.softcap) && p.softcap >= 0) || round_to(DType::fp32, p.softcap) != p.softcap) {
     return Error{"softcap: must be 0 (off) or a positive finite fp32 value, got " + std::to_string(p.softcap)};
   }
@@ -180,6 +191,8 @@ std::size_t tensor_index(const TensorProblem& p, std::size_t heads, std::size_t 
 std::size_t kv_head_of(const TensorProblem& p, std::size_t h) { return h / (p.q_heads / p.kv_heads); }
 
 bool has_window(const TensorProblem& p) { return p.window_left >= 0 || p.window_right >= 0; }
+bool has_sinks(const TensorProblem& p) { return !p.sinks.empty(); }
+double sink_of(const TensorProblem& p, std::size_t h) { return p.sinks[h]; }
 
 bool takes_part(const TensorProblem& p, std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
   if (!p.key_lengths.empty() && j >= p.key_lengths[b]) return false;

@@ -58,6 +58,11 @@ struct TensorProblem {
   /// Logit softcapping (FlashAttention's softcap, Gemma 2's): c > 0 turns the scaled score s into
   /// c·tanh(s/c) before the mask's or ALiBi's bias is added; 0 is off. An fp32 value.
   double softcap = 0;
+  /// Attention sinks (gpt-oss, llama.cpp, FlashAttention 4): empty or Hq fp32 logits z_h, in score
+  /// units, that join every row's softmax denominator (Σ_j e^{s_j} + e^{z_h}) and carry no value.
+  /// The oracle treats the sink as a key after the last one, at position S, with score z_h and a
+  /// zero value row (RowEnclosure::keys then ends with S).
+  std::vector<double> sinks;
 };
 
 /// A problem that is well-formed: sizes agree with the data, Hkv divides Hq, the mask broadcasts,
@@ -78,6 +83,10 @@ struct TensorProblem {
 
 /// The key/value head query head h reads: h / (Hq / Hkv).
 [[nodiscard]] std::size_t kv_head_of(const TensorProblem& problem, std::size_t h);
+
+/// Does query head h have a sink? Its logit.
+[[nodiscard]] bool has_sinks(const TensorProblem& problem);
+[[nodiscard]] double sink_of(const TensorProblem& problem, std::size_t h);
 
 /// Is either side of the sliding window bounded?
 [[nodiscard]] bool has_window(const TensorProblem& problem);

@@ -34,6 +34,7 @@ namespace attn::verify {
 
 Result<Ok, Error> validate_dout(const TensorProblem& p, std::span<const double> dout) {
   if (p.softcap > 0) return Error{"softcap: the backward is not certified under softcap yet (its derivative 1 - tanh²)"};
+  if (!p.sinks.empty()) return Error{"sinks: the backward is not certified with sinks yet (d sinks)"};
   const std::size_t expected = p.batch * p.q_heads * p.L * p.Ev;
   if (dout.size() != expected)
     return Error{"dout: expected " + std::to_string(expected) + " values (the output's [B, Hq, L, Ev]), got " +

@@ -216,6 +216,13 @@ void diagnose(const TensorProblem& p, std::span<const double> output, const Cert
   }
 }
 
+std::string sinks_error(const TensorProblem& p, const KernelStructure& s) {
+  if (!has_sinks(p)) return "";
+  if (s.key_tile != 0 || s.single_pass || s.ordered || s.sum_chunk != 1 || s.splits != 0)
+    return "sinks: declare no kernel structure (where a kernel adds the sink in its tiling is not modelled)";
+  return "";
+}
+
 RowTerms band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure& e) {
   RowTerms t;
   band_terms(p, row, e, t);
@@ -248,17 +255,19 @@ void band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure& e, 
   for (std::size_t k = 0; k < t.keys; ++k) {
     t.gap.push_back(std::max(0.0, next_down(top_lower - e.scores[k].hi)));
     t.gap_hi.push_back(std::max(0.0, up_bound(top_upper - e.scores[k].lo)));
-    t.abs_bias.push_back(std::fabs(additive_bias(p, r.b, r.h, r.i, e.keys[k])));
+    const bool sink = e.keys[k] == p.S;  // the sink: score z, dot 0, value 0
+    t.abs_bias.push_back(std::fabs(sink ? sink_of(p, r.h) : additive_bias(p, r.b, r.h, r.i, e.keys[k])));
     t.weight.push_back(e.weights[k].hi);
     t.weight_lo.push_back(std::max(0.0, e.weights[k].lo));
     t.dot_lo.push_back(e.dots[k].lo);
     t.dot_hi.push_back(e.dots[k].hi);
     // √Σ_c (q_c k_jc)²: products and sum in double (relative error < (E + 2)·2^-53 in any order:
     // every term is >= 0, so the lanes may reassociate), rounded up.
-    const double* key = p.key.data() + tensor_index(p, p.kv_heads, p.S, p.E, r.b, kv, e.keys[k], 0);
+    const double* key = p.key.data() + tensor_index(p, p.kv_heads, p.S, p.E, r.b, kv, sink ? 0 : e.keys[k], 0);
     double squares = 0, key_sum = 0;
 #pragma omp simd reduction(+ : squares, key_sum)
     for (std::size_t c = 0; c < p.E; ++c) squares += (q[c] * key[c]) * (q[c] * key[c]), key_sum += std::fabs(key[c]);
+    if (sink) squares = key_sum = 0;
     t.l2_dot.push_back(std::sqrt(squares) * (1 + 0x1p-30) + 0x1p-1000);
     t.abs_key.push_back(up_bound(key_sum * (1 + 0x1p-40)));
   }
@@ -266,6 +275,10 @@ void band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure& e, 
   t.v.resize(t.keys * p.Ev);
   t.abs_v_max.assign(p.Ev, 0.0);
   for (std::size_t k = 0; k < t.keys; ++k) {
+    if (e.keys[k] == p.S) {  // the sink's value row is 0
+      std::fill_n(t.v.begin() + static_cast<std::ptrdiff_t>(k * p.Ev), p.Ev, 0.0);
+      continue;
+    }
     const double* v = p.value.data() + tensor_index(p, p.kv_heads, p.S, p.Ev, r.b, kv, e.keys[k], 0);
     std::copy(v, v + p.Ev, t.v.begin() + static_cast<std::ptrdiff_t>(k * p.Ev));
     for (std::size_t c = 0; c < p.Ev; ++c) t.abs_v_max[c] = std::max(t.abs_v_max[c], std::fabs(v[c]));
@@ -310,6 +323,8 @@ TensorReport certify_tensor(const TensorProblem& problem, std::span<const double
 TensorReport certify_tensor(const TensorProblem& p, std::span<const double> output, const CertifyOptions& options,
                             const RowBands& bands) {
   if (auto ok = validate(p); !ok) throw ContractError("certify_tensor: " + ok.error().message);
+  if (const std::string error = sinks_error(p, options.arithmetic.structure); !error.empty())
+    throw ContractError("certify_tensor: " + error);
   const std::size_t total = p.batch * p.q_heads * p.L;
   if (output.size() != total * p.Ev) throw ContractError("certify_tensor: output size is not B·Hq·L·Ev");
   if (!(options.alpha > 0 && options.alpha < 1)) throw ContractError("certify_tensor: alpha must be in (0, 1)");
@@ -475,6 +490,7 @@ void certify_lse_row(const TensorProblem& p, std::span<const double> lse, std::s
 TensorReport certify_lse(const TensorProblem& p, std::span<const double> lse, const CertifyOptions& options,
                          const LseFormat& format) {
   if (auto ok = validate(p); !ok) throw ContractError("certify_lse: " + ok.error().message);
+  if (has_sinks(p)) throw ContractError("certify_lse: sinks: the LSE with sinks is not certified yet");
   if (const std::string error = structure_error(options.arithmetic.structure); !error.empty())
     throw ContractError("certify_lse: " + error);
   const std::size_t total = p.batch * p.q_heads * p.L;
@@ -495,6 +511,7 @@ std::pair<TensorReport, TensorReport> certify_tensor_and_lse(const TensorProblem
                                                              std::span<const double> lse,
                                                              const CertifyOptions& options, const LseFormat& format) {
   if (auto ok = validate(p); !ok) throw ContractError("certify_tensor_and_lse: " + ok.error().message);
+  if (has_sinks(p)) throw ContractError("certify_tensor_and_lse: sinks: the LSE with sinks is not certified yet");
   const std::size_t total = p.batch * p.q_heads * p.L;
   if (output.size() != total * p.Ev) throw ContractError("certify_tensor_and_lse: output size is not B·Hq·L·Ev");
   if (lse.size() != total) throw ContractError("certify_tensor_and_lse: LSE size is not B·Hq·L");

@@ -90,6 +90,9 @@ struct CertifyOptions {
 /// empty `statistical` means the same as `certified`).
 using RowBands = std::function<TierBands(std::size_t row, const RowEnclosure& enclosure, double lambda)>;
 
+/// Why sinks cannot be certified under the declared structure ("" when they can, or without sinks).
+[[nodiscard]] std::string sinks_error(const TensorProblem& problem, const KernelStructure& structure);
+
 /// The quantities the band needs, from a row's enclosure (each rounded in the safe direction).
 [[nodiscard]] RowTerms band_terms(const TensorProblem& problem, std::size_t row, const RowEnclosure& enclosure);
 /// The same into `terms`, reusing its vectors' capacity.

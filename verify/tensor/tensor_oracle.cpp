@@ -92,6 +92,12 @@ RowData prepare(const TensorProblem& p, std::size_t row) {
       d.max_abs_value = std::max(d.max_abs_value, std::fabs(d.values.back()));
     }
   }
+  // The sink: a key after the last (position S), of dot product 0, bias z and value 0.
+  if (!d.keys.empty() && has_sinks(p)) {
+    d.keys.push_back(p.S);
+    d.biases.push_back(sink_of(p, r.h));
+    d.values.insert(d.values.end(), p.Ev, 0.0);
+  }
   // Step 1: enough bits for every partial sum to be exact.
   mpfr_prec_t bits = 64;
   if (!q_span.empty() && !k_span.empty()) {
@@ -103,7 +109,7 @@ RowData prepare(const TensorProblem& p, std::size_t row) {
     MpfrFloat dot(bits);
     mpfr_set_zero(dot.get(), 1);
     mpfr_set_zero(abs_sum.get(), 1);
-    for (std::size_t c = 0; c < p.E; ++c) {
+    for (std::size_t c = 0; j < p.S && c < p.E; ++c) {  // the sink (j = S): 0
       mpfr_set_d(term.get(), q[c], MPFR_RNDN);  // exact
       mpfr_mul_d(term.get(), term.get(), p.key[tensor_index(p, p.kv_heads, p.S, p.E, r.b, kv, j, c)], MPFR_RNDN);
       mpfr_add(dot.get(), dot.get(), term.get(), MPFR_RNDN);  // exact (Step 1)
@@ -267,6 +273,11 @@ std::vector<double> plain_row_in(const TensorProblem& p, std::size_t row, const 
   std::vector<T> out(p.Ev, 0);
   std::vector<double> rounded(p.Ev, 0.0);
   if (values.empty()) return rounded;
+  const std::vector<double> zeros(p.Ev, 0.0);
+  if (has_sinks(p)) {  // the sink's logit joins the denominator, with no value
+    scores.push_back(static_cast<T>(sink_of(p, at.h)));
+    values.push_back(zeros.data());
+  }
   const T top = *std::max_element(scores.begin(), scores.end());
   T total = 0;
   for (T& s : scores)

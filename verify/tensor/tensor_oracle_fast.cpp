@@ -156,6 +156,17 @@ std::optional<RowEnclosure> enclose_row_fast(const TensorProblem& p, std::size_t
     values.push_back(p.value.data() + value0 + j * value_stride);
   }
   out.empty = out.keys.empty();
+  // The sink: a key after the last, of score z and value 0 (it joins the denominator only).
+  thread_local std::vector<double> zeros;
+  if (!out.empty && has_sinks(p)) {
+    zeros.assign(p.Ev, 0.0);
+    const double z = sink_of(p, r.h);
+    out.keys.push_back(p.S);
+    out.dots.push_back({0, 0});
+    out.abs_dots.push_back(0);
+    out.scores.push_back({z, z});
+    values.push_back(zeros.data());
+  }
   if (out.empty) {
     out.out.assign(p.Ev, Interval{0, 0});
     out.fine.assign(p.Ev, FineEnclosure{});

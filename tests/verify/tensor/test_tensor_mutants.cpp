@@ -53,6 +53,8 @@ struct Kernel {
   bool softcap_s_tanh_s = false;    ///< bug: softcap as s·tanh(s) (FlashAttention #2396)
   bool softcap_after_bias = false;  ///< bug: c·tanh((s + b)/c), the bias capped too
   bool softcap_ignored = false;     ///< bug: no softcap
+  bool sink_left_out = false;       ///< bug: the sink not in the denominator
+  bool sink_heads_reversed = false; ///< bug: head h takes sink Hq - 1 - h
 };
 
 // The bias the kernel adds to a scaled score: the problem's (additive mask or ALiBi), or ALiBi's as
@@ -135,11 +137,15 @@ template <class T> std::vector<double> run_kernel(const TensorProblem& p, const 
         };
         std::fill(acc.begin(), acc.end(), T(0));
         T sum = 0;
+        // The sink's logit (gpt-oss: a column of the softmax; FlashAttention 4: added to the sum at the end).
+        const bool sink = has_sinks(p) && !k.sink_left_out;
+        const T z = sink ? static_cast<T>(sink_of(p, k.sink_heads_reversed ? p.q_heads - 1 - h : h)) : -inf;
         if (k.tile == 0) {
-          // Three steps: max, exp and sum, divide, then P·V.
-          T m = -inf;
+          // Three steps: max (with the sink), exp and sum, divide, then P·V.
+          T m = z;
           for (std::size_t j = 0; j < p.S; ++j) m = std::max(m, score[j]);
           if (m != -inf) {
+            if (sink) sum += expo(z - m);
             for (std::size_t j = 0; j < p.S; ++j) {
               weight[j] = part[j] ? expo(score[j] - m) : T(0);
               sum += weight[j];
@@ -181,6 +187,7 @@ template <class T> std::vector<double> run_kernel(const TensorProblem& p, const 
           }
           m = m_new;
         }
+        if (sink && m != -inf) sum += expo(z - m);  // after the keys, with their maximum
         for (std::size_t c = 0; c < p.Ev; ++c) {
           const T y = (m == -inf && !k.masked_row_nan) ? T(0) : acc[c] / sum;
           out[tensor_index(p, p.q_heads, p.L, p.Ev, b, h, i, c)] = round_to(p.dtype, static_cast<double>(y));
@@ -210,6 +217,7 @@ struct Spec {
   bool alibi_per_batch = false;   ///< [B, Hq] slopes, item b's 0.7^(h+1+b)
   double softcap = 0;             ///< c of c·tanh(s/c); 0 off
   double spread = 1;              ///< scales the query (softcap bites on large scores)
+  bool sinks = false;             ///< sinks z_h = 1.5 - 0.75 h (fp32-exact)
 };
 
 std::string describe(const Spec& s, DType dtype) {
@@ -223,6 +231,7 @@ TensorProblem make_problem(const Spec& s, DType dtype) {
   p.causal = s.causal, p.key_lengths = s.key_lengths, p.scale = s.scale;
   p.window_left = s.window_left, p.window_right = s.window_right;
   p.softcap = s.softcap;
+  for (std::size_t h = 0; s.sinks && h < s.q_heads; ++h) p.sinks.push_back(1.5 - 0.75 * static_cast<double>(h));
   if (s.alibi) {
     for (std::size_t b = 0; b < (s.alibi_per_batch ? s.batch : 1); ++b)
       for (std::size_t h = 0; h < s.q_heads; ++h)
@@ -353,6 +362,17 @@ std::vector<Spec> specs() {
     s.softcap = 30, s.spread = 8, s.alibi = true, s.window_left = 8, s.window_right = 0;
     v.push_back(s);
   }
+  // Sinks (gpt-oss, FlashAttention 4): a logit per head in every row's denominator.
+  {
+    Spec s = sized("sinks, GQA, boolean [L,S] (rows without keys)", 1818, 2, 4, 2, 14, 19, 8, 8);
+    s.sinks = true, s.mask_kind = TensorMask::boolean;
+    v.push_back(s);
+  }
+  {
+    Spec s = sized("sinks with a window (5, 0) and ALiBi", 1919, 1, 3, 1, 12, 30, 8, 4);
+    s.sinks = true, s.window_left = 5, s.window_right = 0, s.alibi = true;
+    v.push_back(s);
+  }
   // ALiBi (FlashAttention's alibi_slopes, bottom-right aligned distances).
   {
     Spec s = sized("ALiBi [Hq] L < S, GQA, boolean [L,S]", 1111, 2, 4, 2, 12, 40, 8, 8);
@@ -424,7 +444,7 @@ TEST(TensorMutantZoo, CorrectKernelsPass) {
     const TensorProblem p64 = make_problem(s, DType::fp64);
     ASSERT_TRUE(validate(p64).ok()) << describe(s, DType::fp64) << ": " << validate(p64).error().message;
     check(fp64, s, p64, run_kernel<double>(p64, fp64), "fp64");
-    if (p32.softcap > 0) continue;  // the production kernel has no softcap yet
+    if (p32.softcap > 0 || has_sinks(p32)) continue;  // the production kernel has no softcap or sinks yet
     KernelStatus status = KernelStatus::ok;
     check(flash32, s, p32, testing_support::run_flash<float>(p32, flash_run, &status), "fp32");
     EXPECT_EQ(status, KernelStatus::ok) << describe(s, DType::fp32);
@@ -488,6 +508,8 @@ TEST(TensorMutantZoo, EveryMutantIsCaught) {
       {.name = "softcap as s·tanh(s)", .softcap_s_tanh_s = true},
       {.name = "softcap over the bias too", .tile = 8, .softcap_after_bias = true},
       {.name = "softcap ignored", .softcap_ignored = true},
+      {.name = "the sink left out of the denominator", .tile = 8, .sink_left_out = true},
+      {.name = "sinks in reversed head order", .sink_heads_reversed = true},
   };
   const auto started = std::chrono::steady_clock::now();
   const std::vector<Spec> all = specs();
