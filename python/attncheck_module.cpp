@@ -158,7 +158,9 @@ attn::verify::LseFormat lse_format_of(std::optional<std::string> lse_precision, 
 py::dict report_dict(const attn::verify::TensorReport& report);
 
 py::dict certify(const Array& out, const Array& query, const Array& key, const Array& value,
-                 const std::optional<Array>& mask, const std::string& mask_kind, const std::string& causal, std::pair<std::int64_t, std::int64_t> window, const std::vector<double>& alibi_slopes, double softcap, const std::vector<double>& sinks,
+                 const std::optional<Array>& mask, const std::string& mask_kind, const std::string& causal,
+                 std::pair<std::int64_t, std::int64_t> window, const std::vector<double>& alibi_slopes, double softcap,
+                 const std::vector<double>& sinks,
                  std::optional<double> scale, const std::vector<std::size_t>& key_lengths,
                  const std::string& precision, std::optional<double> exp_ulps, std::optional<bool> weights_in_storage,
                  std::optional<std::size_t> rows, std::uint64_t seed, const std::string& tier, double alpha,
@@ -166,9 +168,14 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
                  std::optional<std::size_t> splits, bool ordered, bool output_rounded,
                  std::optional<std::string> accumulator, std::optional<bool> query_in_storage,
                  std::optional<std::string> kv_precision, std::size_t max_failures, const std::optional<Array>& lse,
-                 std::optional<std::string> lse_precision, bool lse_base2, bool lse_masked_plus_inf) {
+                 std::optional<std::string> lse_precision, bool lse_base2, bool lse_masked_plus_inf,
+                 std::optional<double> tanh_ulps) {
   attn::verify::CertifyOptions options =
       options_of(precision, exp_ulps, weights_in_storage, query_in_storage, rows, seed, tier, alpha, max_failures);
+  if (tanh_ulps) {
+    require(*tanh_ulps >= 0 && *tanh_ulps < 1e6, "tanh_ulps: must be in [0, 1e6)");
+    options.arithmetic.tanh_ulps = *tanh_ulps;
+  }
   options.arithmetic.output_rounded = output_rounded;
   if (accumulator) options.arithmetic.accumulator = format_named(*accumulator, "accumulator");
   std::optional<attn::verify::DType> kv_dtype;
@@ -231,7 +238,9 @@ py::dict report_dict(const attn::verify::TensorReport& report) {
 
 // The exact gradients' midpoints, rounded to doubles, shaped as query, key and value.
 py::tuple gradients(const Array& dout, const Array& query, const Array& key, const Array& value,
-                    const std::optional<Array>& mask, const std::string& mask_kind, const std::string& causal, std::pair<std::int64_t, std::int64_t> window, const std::vector<double>& alibi_slopes, double softcap, const std::vector<double>& sinks,
+                    const std::optional<Array>& mask, const std::string& mask_kind, const std::string& causal,
+                 std::pair<std::int64_t, std::int64_t> window, const std::vector<double>& alibi_slopes, double softcap,
+                 const std::vector<double>& sinks,
                     std::optional<double> scale, const std::vector<std::size_t>& key_lengths,
                     const std::string& precision, std::optional<std::string> kv_precision, int bits) {
   std::optional<attn::verify::DType> kv_dtype;
@@ -351,7 +360,7 @@ PYBIND11_MODULE(_attncheck, m) {
         py::arg("ordered") = false, py::arg("output_rounded") = true, py::arg("accumulator") = py::none(),
         py::arg("query_in_storage") = py::none(), py::arg("kv_precision") = py::none(), py::arg("max_failures") = 100,
         py::arg("lse") = py::none(), py::arg("lse_precision") = py::none(), py::arg("lse_base2") = false,
-        py::arg("lse_masked_plus_inf") = false,
+        py::arg("lse_masked_plus_inf") = false, py::arg("tanh_ulps") = py::none(),
         "Certifies out ([B, Hq, L, Ev]) for query/key/value ([B, H, *, *]), float64 arrays holding exact values, "
         "and lse ([B, Hq, L]) when given; returns the report as a dict (the LSE's under \"lse\"). ValueError "
         "names the argument at fault.");

@@ -42,7 +42,7 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
                     window_size=(-1, -1), alibi_slopes=None, softcap=0.0, sinks=None, scale=None, enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
                     weights_in_storage=None, rows=None, seed=0, tier="certified", alpha=1e-9, key_tile=None,
                     sum_chunk=None, single_pass=False, splits=None, ordered=False, accumulator=None,
-                    query_in_storage=None, lse=None, lse_base=None, masked_lse="-inf") -> Report:
+                    query_in_storage=None, lse=None, lse_base=None, masked_lse="-inf", tanh_ulps=None) -> Report:
     """Certifies ``out`` = SDPA(query, key, value, ...) and returns a Report (never raises on a wrong output).
 
     out, query, key, value: numpy arrays or torch tensors (float64, float32, float16; bfloat16
@@ -57,7 +57,9 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     -slope·|i + S - L - j| joins the scaled score, formed by the kernel in its compute precision (the
     band holds that rounding); not with a float attn_mask. softcap: FlashAttention's logit
     softcapping, c·tanh(s/c) of the scaled score s before the bias is added (0 off; the kernel's
-    tanh within 4 ulps plus 3u absolute; forward and LSE only, the backward refuses it). sinks:
+    tanh within ``tanh_ulps`` (default 4) ulps plus (exp_ulps + 1.5) u absolute: a GPU kernel on
+    tanh.approx.f32, FlashAttention 2 and 3's fast_tanh (about 2^-11 relative), needs 8192;
+    forward and LSE only, the backward refuses it). sinks:
     [Hq] float32 logits (gpt-oss, FlashAttention 4) that join each row's softmax denominator,
     Σ_j e^{s_j} + e^{z_h}, and carry no value; forward only, with no declared kernel structure and
     no lse. scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
@@ -105,6 +107,8 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
         precision = PRECISION_OF_DTYPE[q_dtype]
     if precision not in PRECISIONS:
         raise ValueError(f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if tanh_ulps is not None and (isinstance(tanh_ulps, bool) or not isinstance(tanh_ulps, numbers.Real)):
+        raise TypeError(f"tanh_ulps: expected a float or None, got {type(tanh_ulps).__name__}")
     if exp_ulps is not None and (isinstance(exp_ulps, bool) or not isinstance(exp_ulps, numbers.Real)):
         raise TypeError(f"exp_ulps: expected a float or None, got {type(exp_ulps).__name__}")
     for name, flag in (("weights_in_storage", weights_in_storage), ("query_in_storage", query_in_storage)):
@@ -147,7 +151,8 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
         key_tile=key_tile, sum_chunk=sum_chunk, single_pass=bool(single_pass), splits=splits,
         ordered=bool(ordered), output_rounded=not _widened(out_dtype, q_dtype, explicit_precision),
         accumulator=accumulator, lse=None if lse_values is None else lse_values.reshape(-1),
-        lse_precision=lse_precision, lse_base2=lse_base == 2, lse_masked_plus_inf=masked_lse == "+inf")
+        lse_precision=lse_precision, lse_base2=lse_base == 2, lse_masked_plus_inf=masked_lse == "+inf",
+        tanh_ulps=None if tanh_ulps is None else float(tanh_ulps))
 
     def index_of(index4):  # the element's index in out's own rank
         b, h, i, c = index4

@@ -76,3 +76,19 @@ def test_the_backward_refuses_softcap_by_name():
     q, k, v = draw(1)
     with pytest.raises(TypeError, match="softcap"):
         attncheck.check_attention_backward(q, k, v, q, k, v, np.zeros((2, 3, 10, 16), np.float32), softcap=5.0)
+
+
+def test_a_fast_approximate_tanh_needs_its_accuracy_declared():
+    # FlashAttention 2 and 3 cap with tanh.approx.f32 (about 2^-11 relative). An fp32 kernel whose tanh
+    # errs by 2^-11 relative fails at the default tanh_ulps = 4 and passes with tanh_ulps = 8192 (2^-11).
+    q, k, v = draw(8, spread=6.0)
+    qc, kc, vc = (x.astype(np.float32) for x in (q, k, v))
+    s = (qc @ np.swapaxes(kc, -1, -2)) * np.float32(0.25)
+    t = np.tanh(s / np.float32(30.0)) * np.float32(1 + 2.0 ** -11)  # a tanh 2^-11 high
+    s = np.float32(30.0) * t
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    out = ((w / w.sum(axis=-1, keepdims=True)) @ vc).astype(np.float32)
+    assert not attncheck.check_attention(out, q, k, v, softcap=30.0).passed
+    assert attncheck.check_attention(out, q, k, v, softcap=30.0, tanh_ulps=8192).passed
+    with pytest.raises(TypeError, match="tanh_ulps: expected a float or None, got str"):
+        attncheck.check_attention(out, q, k, v, softcap=30.0, tanh_ulps="4")

@@ -134,8 +134,12 @@ namespace {
 double tanh_bound(double x, bool upper) {
   if (x == 0) return 0;
   if (std::isinf(x)) return 1;
-  if (x <= 0x1p-10) {  // x - x³/3 <= tanh x <= x
-    if (upper) return x;
+  if (x <= 0x1p-10) {  // x - x³/3 <= tanh x <= x - x³/3 + 2x⁵/15 (alternating, decreasing terms)
+    if (upper) {
+      const double cube = std::max(0.0, next_down(next_down(x * x) * x)), square = next_up(x * x);
+      const double fifth = next_up(next_up(square * square) * x);
+      return std::min(x, next_up(next_up(x - next_down(cube / 3)) + next_up(fifth * 2 / 15)));
+    }
     const double cube = next_up(next_up(x * x) * x);
     return std::max(0.0, next_down(x - next_up(cube / 3)));
   }

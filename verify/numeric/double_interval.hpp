@@ -135,7 +135,8 @@ struct DotEnclosure {
 [[nodiscard]] Interval log_enclosure(Interval a);
 
 /// [tanh(a.lo), tanh(a.hi)] rounded outwards (tanh is increasing): from exp_enclosure(-2|x|) as
-/// (1 - t)/(1 + t), or x - x³/3 <= tanh x <= x for 0 <= x <= 2^-10 (the alternating series).
+/// (1 - t)/(1 + t), or x - x³/3 <= tanh x <= x - x³/3 + 2x⁵/15 for 0 <= x <= 2^-10 (the alternating
+/// series).
 [[nodiscard]] Interval tanh_enclosure(Interval a);
 
 }  // namespace attn::verify

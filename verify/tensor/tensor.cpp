@@ -158,6 +158,9 @@ Result<Ok, Error> validate(const TensorProblem& p) {
       if (!std::isfinite(x) || round_to(DType::fp32, x) != x) {
         return Error{"alibi_slopes: element " + std::to_string(k) + " is not a finite fp32 value"};
       }
+      if (x != 0 && std::fabs(x) < 0x1p-126) {  // a kernel built with flush-to-zero would drop it
+        return Error{"alibi_slopes: element " + std::to_string(k) + " is subnormal in fp32"};
+      }
     }
     if (p.mask_kind == TensorMask::additive) {
       return Error{"alibi_slopes: not together with a float attn_mask (fold the ALiBi bias into the mask, or use a "

@@ -56,8 +56,11 @@
 // and with the add's own rounding the chain holds γ_{E+c_σ+9} R_j (two more in every route).
 // Softcap (ScoreErrorModel::operator()): c·tanh(ŝ/c) is 1-Lipschitz with |c·tanh(x/c)| <= |x|: the
 // error so far passes through, R_j still bounds the capped score plus the bias, and the division,
-// tanh (kTanhUlps u relative + 3u absolute) and the product add (2 + kTanhUlps) u (1+γ_2)² (R_j + e_j)
-// + 3uc.
+// tanh (Arithmetic::tanh_ulps u relative + (exp_ulps + 1.5) u absolute) and the product add
+// (2 + tanh_ulps) u (1+γ_2)² (R_j + e_j) + (exp_ulps + 1.5) u c. FlashAttention 2's causal ALiBi
+// adds slope·j (the row's constant dropped): its rounding u·slope·j is within Step 3's γ_2 P when
+// key 0 takes part (P >= slope·(i + S - L)); with a window that leaves out the far keys that form
+// is outside the model.
 // E := max e_j, P := max(R_j+e_j).
 // Step 2' (intermediates in storage, PyTorch's math path in fp16/bf16: query_in_storage,
 // scores_in_storage). Rounding the scaled (or unscaled) Q and K to K's format (PyTorch 1.13 scales
@@ -806,12 +809,16 @@ ScoreErrorModel::Bound ScoreErrorModel::operator()(double abs_dot, double abs_bi
   if (softcap_ > 0) {
     // Step 2 (softcap): c·tanh(x/c) is 1-Lipschitz and |c·tanh(x/c)| <= |x|, so R_j still bounds
     // the capped score plus the bias and the error so far passes through. The kernel's division by
-    // c, its tanh (kTanhUlps relative plus 3u absolute: 1 - 2/(e^{2y} + 1) cancels near 0) and the
-    // product by c add u|s| + c (kTanhUlps u |t| + 3u) + u|ĉ t̂| <= (2 + kTanhUlps) u (1 + γ)² R_j + 3uc.
+    // c, its tanh (tanh_ulps relative plus (exp_ulps + 1.5) u absolute: 1 - 2/(e^{2y} + 1) cancels
+    // near 0, 3.5u measured with a 2-ulp exp) and the product by c add
+    // u|s| + c (tanh_ulps u |t| + (exp_ulps + 1.5) u) + u|ĉ t̂| <= (2 + tanh_ulps) u (1 + γ)² (R_j + e_j)
+    // + (exp_ulps + 1.5) u c.
     const double g = gamma_of(2, u_);
-    b.e += (2 + kTanhUlps) * u_ * (1 + g) * (1 + g) * (b.R + b.e) + 3 * u_ * softcap_;
-    // In storage (the math path): the quotient, tanh and the product rounded to storage too.
-    if (arithmetic_.scores_in_storage) b.e += gs3_ * (b.R + b.e) + 3 * h_storage_;
+    b.e += (2 + arithmetic_.tanh_ulps) * u_ * (1 + g) * (1 + g) * (b.R + b.e) +
+           (arithmetic_.exp_ulps + 1.5) * u_ * softcap_;
+    // In storage (the math path): the quotient, tanh and the product rounded to storage too; the
+    // quotient's and tanh's subnormal roundings are in x/c units, c·h each.
+    if (arithmetic_.scores_in_storage) b.e += gs3_ * (b.R + b.e) + (2 * softcap_ + 1) * h_storage_;
   }
   if (arithmetic_.scores_in_storage) b.e += gs3_ * (b.R + b.e) + 3 * h_storage_;
   return b;

@@ -48,6 +48,10 @@ struct Arithmetic {
   std::optional<DType> kv_storage;
   DType compute = DType::fp32;      ///< scores, exp, sums, accumulators
   double exp_ulps = 2;              ///< exp (and log, when splits merge) accurate to this many ulps of `compute`
+  /// softcap's tanh accurate to this many ulps of `compute` relative, plus (exp_ulps + 1.5) u absolute
+  /// (the 1 - 2/(e^{2x} + 1) form near 0). 4 covers libm's tanhf and tanh; a GPU kernel on
+  /// tanh.approx.f32 (FlashAttention 2 and 3's fast_tanh, about 2^-11 relative) needs 8192 in fp32.
+  double tanh_ulps = 4;
   bool weights_in_storage = false;  ///< P rounded to V's format before P·V (FlashAttention fp16/bf16)
   /// The scaled Q and K (either or both) rounded to K's format before Q·Kᵀ (PyTorch's math path; ggml
   /// converts an fp32 query to its fp16 cache's format)
@@ -104,11 +108,6 @@ struct RowTerms {
 /// Steps 1, 2 and 2' of the derivation (tensor_band.cpp): for one row, a bound e_j >= |ŝ_j - s_j| on
 /// the error of a computed score over every route the derivation allows (where the scale is applied,
 /// FMA or not, intermediates in storage). Shared by the output's band and the gradients'.
-/// The relative accuracy, in units of the compute format, assumed of a kernel's tanh under softcap
-/// (a judgement, as exp_ulps: libm's tanhf is within 2 ulps; a 1 - 2/(e^{2x} + 1) form adds an
-/// absolute 3u, counted apart).
-inline constexpr double kTanhUlps = 4;
-
 class ScoreErrorModel {
  public:
   /// `scale`: |σ| (an upper bound); `scale_defaulted`: σ = 1/√E computed by the kernel;
