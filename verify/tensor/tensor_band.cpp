@@ -1,6 +1,7 @@
 #include "tensor/tensor_band.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <optional>
 #include <cmath>
@@ -9,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include <boost/sort/spreadsort/float_sort.hpp>
+#include <boost/sort/spreadsort/integer_sort.hpp>
 
 #include "numeric/double_interval.hpp"
 
@@ -352,23 +353,28 @@ struct Blocks {
 };
 
 std::vector<std::size_t> link(const std::vector<double>& lo, const std::vector<double>& hi) {
-  // Sorted as (lo, key) pairs, which compare without reading through an index; a NaN lo sorts as
-  // +inf (any fixed place would do: an unordered pair starts a block either way).
-  std::vector<std::pair<double, std::size_t>> order(lo.size());
+  // Sorted by lo as order-preserving 64-bit keys (the sign bit flipped, negatives' bits inverted),
+  // by spreadsort: radix on the keys, unsigned throughout. A NaN lo sorts as +inf (any fixed place
+  // would do: an unordered pair starts a block either way); -0 sorts just below +0. Equal lo may come
+  // in any order, which links them into the same block either way.
+  struct Entry {
+    std::uint64_t key;
+    std::size_t j;
+  };
+  std::vector<Entry> order(lo.size());
   std::vector<std::size_t> block(lo.size());
-  for (std::size_t j = 0; j < order.size(); ++j) order[j] = {std::isnan(lo[j]) ? std::numeric_limits<double>::infinity() : lo[j], j};
-  // Spreadsort (radix on the doubles' bits, then comparisons): equal lo may come in any order, which
-  // links them into the same block either way.
-  boost::sort::spreadsort::float_sort(
-      order.begin(), order.end(),
-      [](const std::pair<double, std::size_t>& x, unsigned offset) {
-        return boost::sort::spreadsort::float_mem_cast<double, std::int64_t>(x.first) >> offset;
-      },
-      [](const std::pair<double, std::size_t>& x, const std::pair<double, std::size_t>& y) { return x.first < y.first; });
+  for (std::size_t j = 0; j < order.size(); ++j) {
+    const double x = std::isnan(lo[j]) ? std::numeric_limits<double>::infinity() : lo[j];
+    const auto u = std::bit_cast<std::uint64_t>(x);
+    order[j] = {u >> 63 ? ~u : u | (std::uint64_t{1} << 63), j};
+  }
+  boost::sort::spreadsort::integer_sort(
+      order.begin(), order.end(), [](const Entry& e, unsigned offset) { return e.key >> offset; },
+      [](const Entry& a, const Entry& b) { return a.key < b.key; });
   std::size_t id = 0;
   double reach = -std::numeric_limits<double>::infinity();
   for (std::size_t n = 0; n < order.size(); ++n) {
-    const std::size_t j = order[n].second;
+    const std::size_t j = order[n].j;
     if (n > 0 && !(lo[j] <= reach)) ++id;  // NaN-safe: an unordered pair starts a block
     reach = n == 0 || !(lo[j] <= reach) ? hi[j] : std::max(reach, hi[j]);
     block[j] = id;
