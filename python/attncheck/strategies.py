@@ -51,18 +51,32 @@ class AttentionInputs:
     scenario: str = "normal"
     dout: np.ndarray | None = None  #: an upstream gradient [B, Hq, L, Ev] (drawn with grads=True)
     window_size: tuple = (-1, -1)  #: FlashAttention's sliding window (left, right); -1 unbounded
+    alibi_slopes: np.ndarray | None = None  #: FlashAttention's ALiBi, [Hq] float32 slopes
+    softcap: float = 0.0  #: FlashAttention's logit softcap c (0 off)
+    sinks: np.ndarray | None = None  #: attention sinks, [Hq] float32 logits
 
     def kwargs(self) -> dict:
         """The keyword arguments of check_attention / assert_attention_close for this call."""
         return {"attn_mask": self.attn_mask, "is_causal": self.is_causal, "causal_alignment": self.causal_alignment,
                 "scale": self.scale, "enable_gqa": self.enable_gqa, "key_lengths": self.key_lengths,
-                "window_size": tuple(self.window_size)}
+                "window_size": tuple(self.window_size), **self._feature_kwargs()}
+
+    def _feature_kwargs(self) -> dict:
+        """alibi_slopes, softcap and sinks, each only when drawn (the backward takes only ALiBi)."""
+        out = {}
+        if self.alibi_slopes is not None:
+            out["alibi_slopes"] = self.alibi_slopes
+        if self.softcap:
+            out["softcap"] = self.softcap
+        if self.sinks is not None:
+            out["sinks"] = self.sinks
+        return out
 
     def sdpa_kwargs(self) -> dict:
         """The keyword arguments of the kernel under test: those of scaled_dot_product_attention
         that differ from their defaults (attn_mask, is_causal, scale, enable_gqa), and
-        causal_alignment="bottom-right" and window_size (FlashAttention's) when drawn. key_lengths
-        is never included."""
+        causal_alignment="bottom-right", window_size, alibi_slopes, softcap and sinks when drawn.
+        key_lengths is never included."""
         out = {}
         if self.attn_mask is not None:
             out["attn_mask"] = self.attn_mask
@@ -76,6 +90,7 @@ class AttentionInputs:
             out["enable_gqa"] = True
         if tuple(self.window_size) != (-1, -1):
             out["window_size"] = tuple(self.window_size)
+        out.update(self._feature_kwargs())
         return out
 
     def to_torch(self) -> "AttentionInputs":
@@ -93,7 +108,9 @@ class AttentionInputs:
         return (f"AttentionInputs(query={self.query.dtype.name}{list(self.query.shape)}, key={list(self.key.shape)}, "
                 f"value={list(self.value.shape)}, attn_mask={mask}, is_causal={self.is_causal}, "
                 f"causal_alignment={self.causal_alignment!r}, scale={self.scale}, enable_gqa={self.enable_gqa}, "
-                f"key_lengths={self.key_lengths}, scenario={self.scenario!r}, window_size={tuple(self.window_size)})\n"
+                f"key_lengths={self.key_lengths}, scenario={self.scenario!r}, window_size={tuple(self.window_size)}, "
+                f"alibi_slopes={None if self.alibi_slopes is None else self.alibi_slopes.tolist()}, "
+                f"softcap={self.softcap}, sinks={None if self.sinks is None else self.sinks.tolist()})\n"
                 f"  query={self.query.tolist()}\n  key={self.key.tolist()}\n  value={self.value.tolist()}\n"
                 f"  attn_mask={None if self.attn_mask is None else self.attn_mask.tolist()}"
                 + ("" if self.dout is None else f"\n  dout={np.asarray(self.dout).tolist()}"))
@@ -125,6 +142,9 @@ class Recipe:
     grads: bool = False  # also draw an upstream gradient dout
     windows: bool = False  # also draw a sliding window (FlashAttention's window_size)
     windows_only: bool = False  # every draw has a window with at least one side bounded
+    alibi: bool = False  # every draw has ALiBi slopes ([Hq] float32)
+    softcap: bool = False  # every draw has a softcap (1, 5 or 30)
+    sinks: bool = False  # every draw has sinks ([Hq] float32 logits)
 
 
 def _exponent_range(dtype: np.dtype) -> tuple:
@@ -263,8 +283,17 @@ def from_recipe(draw, recipe: Recipe) -> AttentionInputs:
     if recipe.windows and (recipe.windows_only or draw(st.booleans())):
         # Each side shrinks towards 0 (the diagonal key alone); -1 is an unbounded side.
         window = (draw(st.integers(-1, S)), draw(st.integers(-1 if not recipe.windows_only else 0, S)))
+    slopes = cap = sinks = None
+    if recipe.alibi:  # fp32 slopes, not all dyadic (0.7 needs every bit of a bias)
+        slopes = np.array(draw(st.lists(st.sampled_from([1.0, 0.5, 0.7, 0.0625, 2.0]), min_size=Hq, max_size=Hq)),
+                          dtype=np.float32)
+    if recipe.softcap:
+        cap = draw(st.sampled_from([1.0, 5.0, 30.0]))
+    if recipe.sinks:
+        sinks = np.array(draw(st.lists(st.sampled_from([0.0, 1.5, -2.0, 4.0]), min_size=Hq, max_size=Hq)),
+                         dtype=np.float32)
     return AttentionInputs(q, k, v, mask, is_causal, alignment, scale, enable_gqa, key_lengths, scenario, dout,
-                           window)
+                           window, slopes, cap or 0.0, sinks)
 
 
 def _option(name, value, table):

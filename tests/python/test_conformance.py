@@ -75,7 +75,29 @@ def window_ignored(query, key, value, window_size=(-1, -1), **kwargs):
     return sdpa(query, key, value, **kwargs)
 
 
+def alibi_sign_lost(query, key, value, alibi_slopes=None, **kwargs):
+    return sdpa(query, key, value, alibi_slopes=None if alibi_slopes is None else -alibi_slopes, **kwargs)
+
+
+def softcap_as_s_tanh_s(query, key, value, softcap=0.0, **kwargs):
+    """FlashAttention #2396: s·tanh(s) for c·tanh(s/c) (a mask is added after, as the cap's is)."""
+    mask = kwargs.pop("attn_mask", None)
+    s = (query @ np.swapaxes(key, -1, -2)) * query.dtype.type(1 / np.sqrt(query.shape[-1]))
+    s = s * np.tanh(s)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    return ((w / w.sum(axis=-1, keepdims=True)) @ value).astype(query.dtype)
+
+
+def sink_left_out(query, key, value, sinks=None, **kwargs):
+    return sdpa(query, key, value, **kwargs)
+
+
 @pytest.mark.parametrize("kernel,family,reason", [
+    (alibi_sign_lost, "alibi", "outside band"),
+    (softcap_as_s_tanh_s, "softcap", "outside band"),
+    (sink_left_out, "sinks", ""),
     (window_left_end_wide, "sliding_window", "outside band"),
     (window_centred_top_left, "sliding_window", ""),
     (window_ignored, "sliding_window", ""),
@@ -100,7 +122,7 @@ def test_keywords_a_function_lacks_are_skipped_not_passed():
 
     table = attncheck.conformance(plain, cases=5)
     assert table.skipped == ["causal_top_left", "causal_bottom_right", "gqa_mapping", "tile_boundaries_causal",
-                             "sliding_window"]
+                             "sliding_window", "alibi", "softcap", "sinks"]
     assert str(table[("gqa_mapping")]) == "skipped (fn lacks enable_gqa)"
     assert not set(table.skipped) & set(table.passed)
     assert bool(table) and table.failed == []
