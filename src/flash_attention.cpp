@@ -77,13 +77,31 @@ template <class E> bool mask_view(const FlashShape& sh, std::span<const E> mask,
   return holds(mask.size(), {sh.batch, sh.q_heads, matrix});
 }
 
+// Packed sequences' offsets: B + 1 from 0, non-decreasing, each sequence at most `longest`.
+bool offsets_valid(std::span<const std::size_t> cu, std::size_t batch, std::size_t longest) {
+  if (cu.size() != batch + 1 || cu[0] != 0) return false;
+  for (std::size_t b = 0; b < batch; ++b)
+    if (cu[b + 1] < cu[b] || cu[b + 1] - cu[b] > longest) return false;
+  return true;
+}
+
 template <class T> KernelStatus check(const FlashShape& sh, std::size_t q, std::size_t k, std::size_t v,
                                       std::size_t out, const FlashOptions& opt, std::span<const T> bias) {
   if (sh.kv_heads == 0 || sh.q_heads % sh.kv_heads != 0) return KernelStatus::bad_heads;
-  if (!holds(q, {sh.batch, sh.q_heads, sh.n, sh.head_dim_k}) ||
-      !holds(k, {sh.batch, sh.kv_heads, sh.m, sh.head_dim_k}) ||
-      !holds(v, {sh.batch, sh.kv_heads, sh.m, sh.head_dim_v}) ||
-      !holds(out, {sh.batch, sh.q_heads, sh.n, sh.head_dim_v}))
+  // The rows of Q and out (K and V): B·n (B·m), or the packed totals.
+  std::size_t query_rows = 0, key_rows = 0;
+  if (opt.cu_seqlens_q.empty() && opt.cu_seqlens_k.empty()) {
+    if (!product({sh.batch, sh.n}, query_rows) || !product({sh.batch, sh.m}, key_rows))
+      return KernelStatus::size_mismatch;
+  } else {
+    if (!offsets_valid(opt.cu_seqlens_q, sh.batch, sh.n) || !offsets_valid(opt.cu_seqlens_k, sh.batch, sh.m) ||
+        opt.layout != TensorLayout::batch_seq_head || !opt.mask_bits.empty() || !bias.empty() ||
+        !opt.key_lengths.empty())
+      return KernelStatus::bad_varlen;
+    query_rows = opt.cu_seqlens_q.back(), key_rows = opt.cu_seqlens_k.back();
+  }
+  if (!holds(q, {query_rows, sh.q_heads, sh.head_dim_k}) || !holds(k, {key_rows, sh.kv_heads, sh.head_dim_k}) ||
+      !holds(v, {key_rows, sh.kv_heads, sh.head_dim_v}) || !holds(out, {query_rows, sh.q_heads, sh.head_dim_v}))
     return KernelStatus::size_mismatch;
   flash_detail::MaskView<std::uint8_t> bits;
   flash_detail::MaskView<T> values;
@@ -101,6 +119,13 @@ template <class T> KernelStatus check(const FlashShape& sh, std::size_t q, std::
                  std::any_of(opt.alibi_slopes.begin(), opt.alibi_slopes.end(),
                              [](double x) { return !std::isfinite(x) || !std::isfinite(static_cast<T>(x)); })))
     return KernelStatus::bad_alibi;
+  if (!std::isfinite(opt.softcap) || !(opt.softcap >= 0) || !std::isfinite(static_cast<T>(opt.softcap)))
+    return KernelStatus::bad_softcap;
+  if (!opt.sinks.empty() &&
+      (opt.sinks.size() != sh.q_heads || std::any_of(opt.sinks.begin(), opt.sinks.end(), [](double x) {
+         return !std::isfinite(x) || !std::isfinite(static_cast<T>(x));
+       })))
+    return KernelStatus::bad_sinks;
   if (opt.scale) {
     if (!std::isfinite(*opt.scale) || !std::isfinite(static_cast<T>(*opt.scale))) return KernelStatus::bad_scale;
   } else if (!(std::isfinite(opt.scale_divisor) && opt.scale_divisor > 0)) {
@@ -132,11 +157,18 @@ template <class T> KernelStatus run(const FlashShape& sh, std::span<const T> Q, 
   std::vector<T> slopes(opt.alibi_slopes.begin(), opt.alibi_slopes.end());  // in T, once
   job.alibi = slopes.empty() ? nullptr : slopes.data();
   job.alibi_per_batch = slopes.size() != sh.q_heads;
+  job.softcap = static_cast<T>(opt.softcap);
+  const std::vector<T> sinks(opt.sinks.begin(), opt.sinks.end());
+  job.sinks = sinks.empty() ? nullptr : sinks.data();
+  if (!opt.cu_seqlens_q.empty()) {  // packed [total, H, d]: rows at the sequences' offsets
+    job.cu_q = opt.cu_seqlens_q.data(), job.cu_k = opt.cu_seqlens_k.data();
+    job.q.batch = job.k.batch = job.v.batch = job.o.batch = 0;
+  }
   (void)mask_view(sh, opt.mask_bits, job.bits);  // sizes checked above
   (void)mask_view(sh, bias, job.bias);
   // The scale in T: the caller's multiplier converted once, or fl(1/divisor) (flash_error_bound).
   const T scale = opt.scale ? static_cast<T>(*opt.scale) : static_cast<T>(1.0 / opt.scale_divisor);
-  job.scaled_scores = !bias.empty() || job.alibi != nullptr || !(scale > 0);
+  job.scaled_scores = !bias.empty() || job.alibi != nullptr || job.softcap > 0 || job.sinks != nullptr || !(scale > 0);
   job.score_scale = job.scaled_scores ? scale : T(1);
   job.exp_scale = job.scaled_scores ? T(1) : scale;
   // Tiles never exceed the problem, so a huge tile option cannot size a huge scratch buffer.

@@ -2,8 +2,9 @@
 // softmax (running max and sum, rescaled accumulators, no n x m buffer), SIMD with runtime
 // dispatch and threads over (batch, head, query block), with the semantics of PyTorch's
 // scaled_dot_product_attention (GQA, causal top-left or bottom-right, boolean and additive masks,
-// a scale multiplier) plus key padding and FlashAttention's sliding window and ALiBi. The judge path keeps the simple double kernel in
-// attention.hpp; this one is checked against it and certified against the oracle.
+// a scale multiplier) plus key padding and FlashAttention's sliding window, logit softcap, ALiBi,
+// attention sinks and packed variable-length batches. The judge path keeps the simple double
+// kernel in attention.hpp; this one is checked against it and certified against the oracle.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +28,9 @@ enum class SimdLevel { automatic, baseline, avx2, avx512 };
 enum class CausalAlignment { none, top_left, bottom_right };
 
 /// Sizes of one batched call: n queries and m keys per batch item, per-head widths of Q/K and V.
-/// Grouped-query attention: q_heads = G·kv_heads, query head h reads key/value head h / G.
+/// Grouped-query attention: q_heads = G·kv_heads, query head h reads key/value head h / G. With
+/// packed sequences (FlashOptions::cu_seqlens_q/k), n and m are the longest sequence's lengths
+/// (FlashAttention's max_seqlen_q/k) and every sequence is at most that long.
 struct FlashShape {
   std::size_t batch = 1, q_heads = 1, kv_heads = 1, n = 0, m = 0, head_dim_k = 0, head_dim_v = 0;
 };
@@ -50,6 +53,21 @@ struct FlashOptions {
   /// to the kernel's precision; the bias -slope·|i + m - n - j| is formed in it and added to the
   /// scaled score (beside an additive mask, if any).
   std::span<const double> alibi_slopes;
+  /// Logit softcap (FlashAttention's softcap, Gemma 2's): c > 0 turns the scaled score s into
+  /// c·tanh(s/c), in T, before the additive mask and ALiBi are added; 0 is off. tanh(|x|) is
+  /// (1 - t)/(1 + t) with t = exp(-2|x|) (the derivation of its error is beside softcap_scores).
+  double softcap = 0;
+  /// Attention sinks (gpt-oss, llama.cpp, FlashAttention 4): empty or Hq logits z_h in score units,
+  /// converted to T; each joins every row's softmax denominator as a key of weight e^{z_h} and value
+  /// 0 (out = Σ_j e^{s_j} v_j / (Σ_j e^{s_j} + e^{z_h})). A row with no key taking part is +0.0.
+  std::span<const double> sinks;
+  /// Packed variable-length batches (FlashAttention's flash_attn_varlen_func): both empty, or both
+  /// B + 1 offsets from 0, non-decreasing. Sequence b's queries are rows [cu_seqlens_q[b],
+  /// cu_seqlens_q[b+1]) of Q and out, its keys rows [cu_seqlens_k[b], cu_seqlens_k[b+1]) of K and
+  /// V, all packed [total, heads, head_dim] (layout must be batch_seq_head). No key of one sequence
+  /// takes part in another's queries; causal, window and ALiBi are aligned per sequence (its n_b
+  /// and m_b in place of n and m). Not with masks or key_lengths.
+  std::span<const std::size_t> cu_seqlens_q, cu_seqlens_k;
   double scale_divisor = 1.0;                ///< scores are Q·Kᵀ / scale_divisor (> 0) unless `scale` is set
   std::optional<double> scale;               ///< PyTorch's multiplier: scores are (Q·Kᵀ)·scale (finite, any sign),
                                              ///< converted once to the kernel's precision
@@ -61,8 +79,9 @@ struct FlashOptions {
 
 /// out = softmax(Q·Kᵀ·scale + additive_mask, masked) · V per batch item and query head, in fp32
 /// (scale = 1 / scale_divisor unless options.scale is set). additive_mask is empty or a mask as in
-/// FlashOptions, added to the scaled scores; -inf excludes the key, NaN and +inf are refused. A query
-/// row with no key taking part is exactly +0.0. Results do not depend on the thread count (bitwise).
+/// FlashOptions, added to the scaled (and capped) scores; -inf excludes the key, NaN and +inf are
+/// refused. A query row with no key taking part is exactly +0.0. Results do not depend on the
+/// thread count (bitwise).
 [[nodiscard]] KernelStatus flash_attention(const FlashShape& shape, std::span<const float> Q, std::span<const float> K,
                                            std::span<const float> V, std::span<float> out, const FlashOptions& options,
                                            std::span<const float> additive_mask = {});

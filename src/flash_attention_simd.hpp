@@ -137,12 +137,17 @@ template <class T> struct Job {
   std::int64_t window_left = -1, window_right = -1;  // FlashOptions' sliding window
   const T* alibi = nullptr;                           // ALiBi slopes in T: [Hq], or [B, Hq] when alibi_per_batch
   bool alibi_per_batch = false;
+  T softcap = 0;                                      // FlashOptions' softcap c in T, 0 off
+  const T* sinks = nullptr;                           // sink logits in T, [Hq]
+  const std::size_t* cu_q = nullptr;                  // packed sequences: B + 1 query offsets, or null
+  const std::size_t* cu_k = nullptr;                  // and key offsets
   MaskView<std::uint8_t> bits;
   MaskView<T> bias;
-  // Two ways to form exp's argument. Raw (positive scale, no bias): the running max is over raw
-  // dot products and the argument is (dot - max)·scale. Scaled (a bias, or a scale <= 0, where
-  // the raw max is not the max score): scores dot·scale + bias are formed first, the max is over
-  // them and the argument is score - max (exp_scale = 1, an exact multiplication).
+  // Two ways to form exp's argument. Raw (positive scale, no bias, softcap or sink): the running
+  // max is over raw dot products and the argument is (dot - max)·scale. Scaled (a bias, softcap,
+  // a sink, or a scale <= 0, where the raw max is not the max score): scores dot·scale (capped)
+  // + bias are formed first, the max is over them and the argument is score - max (exp_scale = 1,
+  // an exact multiplication).
   bool scaled_scores = false;
   T score_scale = 1;                         // the scale, applied before the max (scaled form)
   T exp_scale = 1;                           // the scale, applied to the difference (raw form); 1 in the scaled form
@@ -151,24 +156,34 @@ template <class T> struct Job {
   std::size_t items() const { return shape.batch * shape.q_heads * ((shape.n + query_tile - 1) / query_tile); }
 };
 
-// Keys key_begin(job, i) <= j < key_end(job, b, i) can take part in query i of batch item b: key
-// padding, the causal rule and the window, decided here and nowhere else (the masks then exclude
-// single keys). Top-left keeps j <= i, bottom-right j <= i + m - n; the window keeps
-// i + m - n - left <= j <= i + m - n + right. Signed arithmetic: sizes fit in memory, far below
-// 2^62. Both ends grow with i.
-template <class T> ATTN_INLINE std::size_t key_end(const Job<T>& job, std::size_t b, std::size_t i) {
-  const std::int64_t centre = static_cast<std::int64_t>(i) + static_cast<std::int64_t>(job.shape.m) -
-                              static_cast<std::int64_t>(job.shape.n);
-  std::int64_t end = static_cast<std::int64_t>(job.key_lengths != nullptr ? job.key_lengths[b] : job.shape.m);
+// The queries and keys of batch item b: the call's n and m, or its packed sequence's lengths.
+struct Extent {
+  std::size_t n = 0, m = 0;
+};
+template <class T> ATTN_INLINE Extent extent_of(const Job<T>& job, std::size_t b) {
+  if (job.cu_q == nullptr) return {job.shape.n, job.shape.m};
+  return {job.cu_q[b + 1] - job.cu_q[b], job.cu_k[b + 1] - job.cu_k[b]};
+}
+
+// Keys key_begin(job, e, i) <= j < key_end(job, e, b, i) can take part in query i of batch item b
+// (of extent e): key padding, the causal rule and the window, decided here and nowhere else (the
+// masks then exclude single keys). Top-left keeps j <= i, bottom-right j <= i + m - n; the window
+// keeps i + m - n - left <= j <= i + m - n + right. Signed arithmetic: sizes fit in memory, far
+// below 2^62. Both ends grow with i.
+template <class T>
+ATTN_INLINE std::size_t key_end(const Job<T>& job, const Extent& e, std::size_t b, std::size_t i) {
+  const std::int64_t centre =
+      static_cast<std::int64_t>(i) + static_cast<std::int64_t>(e.m) - static_cast<std::int64_t>(e.n);
+  std::int64_t end = static_cast<std::int64_t>(job.key_lengths != nullptr ? job.key_lengths[b] : e.m);
   if (job.causal == CausalAlignment::top_left) end = std::min(end, static_cast<std::int64_t>(i) + 1);
   if (job.causal == CausalAlignment::bottom_right) end = std::min(end, centre + 1);
   if (job.window_right >= 0) end = std::min(end, centre + job.window_right + 1);
   return static_cast<std::size_t>(std::max<std::int64_t>(end, 0));
 }
-template <class T> ATTN_INLINE std::size_t key_begin(const Job<T>& job, std::size_t i) {
+template <class T> ATTN_INLINE std::size_t key_begin(const Job<T>& job, const Extent& e, std::size_t i) {
   if (job.window_left < 0) return 0;
-  const std::int64_t first = static_cast<std::int64_t>(i) + static_cast<std::int64_t>(job.shape.m) -
-                             static_cast<std::int64_t>(job.shape.n) - job.window_left;
+  const std::int64_t first = static_cast<std::int64_t>(i) + static_cast<std::int64_t>(e.m) -
+                             static_cast<std::int64_t>(e.n) - job.window_left;
   return static_cast<std::size_t>(std::max<std::int64_t>(first, 0));
 }
 
@@ -251,6 +266,29 @@ template <class T, int W> struct Core {
     }
   }
 
+  // Softcap: scores[jj] = c·tanh(fl(dot·scale)/c) for from <= jj < to (whole vectors), with
+  // tanh(x) = sign(x)·(1 - t)/(1 + t), t = exp(-2|x|) (kernel_exp; -2|x| is exact, an overflow to
+  // -inf gives t = 0 and tanh 1). Its error, against the band's model (verify/tensor_band.cpp,
+  // Step 2's softcap: tanh_ulps u relative plus (exp_ulps + 1.5) u absolute):
+  //  - t's relative error ε, |ε| <= η = 2·kKernelExpUlps·u, moves (1 - t)/(1 + t) by at most
+  //    2t|ε|/(1 + t)² <= η/2 = kKernelExpUlps·u absolutely (t in [0, 1]; max at t = 1); t flushed
+  //    to 0 below exp's range errs by < 2e^-87 (fp32);
+  //  - |x| <= ln2/2: t in [1/2, 1], so 1 - t is exact (Sterbenz) and only 1 + t and the quotient
+  //    round: 2u relative; otherwise 1 - t rounds too: 3u relative (plus O(u²) both);
+  //  - so |error| <= 3.01u|tanh| + kKernelExpUlps·u: within 4 (the default tanh_ulps) relative
+  //    plus exp_ulps·u absolute, leaving the band's 1.5u absolute (and the quotient's subnormal
+  //    c·h) unused. The division by c and the product by c are the band's two other roundings.
+  ATTN_INLINE static void softcap_scores(const Job<T>& job, T* scores, std::size_t from, std::size_t to) {
+    const T c = job.softcap, scale = job.score_scale;
+    for (std::size_t jj = from; jj < to; jj += W) {
+      const V x = load<V>(scores + jj) * scale / c;
+      const V a = x < 0 ? -x : x;
+      const V t = vector_exp<T, V, I>(a * T(-2));
+      const V r = (T(1) - t) / (T(1) + t);
+      store(scores + jj, (x < 0 ? -r : r) * c);
+    }
+  }
+
   // Online softmax step for one row: masks scores[jj] for jj < first and jj >= limit (and excluded
   // keys of the masks), turns them into exp(argument) (see Job) and returns the factor α that
   // rescales what the row accumulated so far. A row with nothing taking part in this tile: weights
@@ -262,21 +300,28 @@ template <class T, int W> struct Core {
                                    std::int64_t centre, T& row_max, T& row_sum) {
     constexpr T minus_inf = -std::numeric_limits<T>::infinity();
     first = std::min(first, limit);
-    std::fill(scores, scores + first, minus_inf);
-    std::fill(scores + limit, scores + cols, minus_inf);
     if (job.scaled_scores) {
-      // Before the bits: a 0 scale must not meet an excluded key's -inf.
+      // Before the bits and the -inf of excluded columns: a 0 scale must not meet an excluded
+      // key's -inf, nor softcap turn it into -c. Softcap runs on whole vectors (cols is a multiple
+      // of W); the columns outside [first, limit) are overwritten just below.
       const T scale = job.score_scale;
-      if (bias != nullptr)
+      if (job.softcap > 0) {
+        softcap_scores(job, scores, first / W * W, round_up(limit, W));
+        if (bias != nullptr)
+          for (std::size_t jj = first; jj < limit; ++jj) scores[jj] += bias[jj];
+      } else if (bias != nullptr) {
         for (std::size_t jj = first; jj < limit; ++jj) scores[jj] = scores[jj] * scale + bias[jj];
-      else
+      } else {
         for (std::size_t jj = first; jj < limit; ++jj) scores[jj] = scores[jj] * scale;
+      }
       if (job.alibi != nullptr)
         for (std::size_t jj = first; jj < limit; ++jj) {
           const std::int64_t d = centre - static_cast<std::int64_t>(jj);
           scores[jj] -= slope * static_cast<T>(d < 0 ? -d : d);
         }
     }
+    std::fill(scores, scores + first, minus_inf);
+    std::fill(scores + limit, scores + cols, minus_inf);
     if (bits != nullptr)
       for (std::size_t jj = first; jj < limit; ++jj) scores[jj] = bits[jj] != 0 ? scores[jj] : minus_inf;
     V top = splat<V>(minus_inf);
@@ -340,16 +385,22 @@ template <class T, int W> struct Core {
     const std::size_t blocks = (sh.n + job.query_tile - 1) / job.query_tile;
     const std::size_t block = blocks - 1 - item / heads_total, b = item % heads_total / sh.q_heads,
                       h = item % sh.q_heads, kv_head = h / (sh.q_heads / sh.kv_heads);
-    const std::size_t i0 = block * job.query_tile, rows = std::min(job.query_tile, sh.n - i0);
-    const T* q = job.Q + b * job.q.batch + h * job.q.head + i0 * job.q.row;
-    const T* k = job.K + b * job.k.batch + kv_head * job.k.head;
-    const T* v = job.V + b * job.v.batch + kv_head * job.v.head;
+    const std::size_t i0 = block * job.query_tile;
+    const Extent e = extent_of(job, b);
+    if (i0 >= e.n) return;  // a packed sequence shorter than the longest
+    const std::size_t rows = std::min(job.query_tile, e.n - i0);
+    // Packed sequences start at a row offset (their batch strides are 0).
+    const std::size_t q_first = job.cu_q != nullptr ? job.cu_q[b] : 0, k_first = job.cu_k != nullptr ? job.cu_k[b] : 0;
+    const T* q = job.Q + b * job.q.batch + h * job.q.head + (q_first + i0) * job.q.row;
+    const T* k = job.K + b * job.k.batch + kv_head * job.k.head + k_first * job.k.row;
+    const T* v = job.V + b * job.v.batch + kv_head * job.v.head + k_first * job.v.row;
     // Both ends grow with i: the block's keys are [key_begin of its first row, key_end of its last).
-    const std::size_t block_begin = key_begin(job, i0), block_end = key_end(job, b, i0 + rows - 1);
+    const std::size_t block_begin = key_begin(job, e, i0), block_end = key_end(job, e, b, i0 + rows - 1);
     const std::size_t dvp = job.head_dim_v_padded, rows_padded = round_up(rows, kRows);
+    // A sink is the row's first key: score z, weight e^0 = 1 at the running max z, value 0.
     std::fill(s.acc, s.acc + rows_padded * dvp, T(0));
-    std::fill(s.row_max, s.row_max + rows_padded, -std::numeric_limits<T>::infinity());
-    std::fill(s.row_sum, s.row_sum + rows_padded, T(0));
+    std::fill(s.row_max, s.row_max + rows_padded, job.sinks != nullptr ? job.sinks[h] : -std::numeric_limits<T>::infinity());
+    std::fill(s.row_sum, s.row_sum + rows_padded, job.sinks != nullptr ? T(1) : T(0));
 
     // Key tiles on the grid from key 0; those wholly before the window's left end are skipped.
     for (std::size_t j0 = block_begin / job.key_tile * job.key_tile; j0 < block_end; j0 += job.key_tile) {
@@ -357,14 +408,14 @@ template <class T, int W> struct Core {
       pack(job, k + j0 * job.k.row, v + j0 * job.v.row, cols, s);
       for (std::size_t r0 = 0; r0 < rows; r0 += kRows) {
         const std::size_t group = std::min(kRows, rows - r0);
-        if (j0 >= key_end(job, b, i0 + r0 + group - 1)) continue;  // no key of the tile for these rows
-        if (j0 + cols <= key_begin(job, i0 + r0)) continue;
+        if (j0 >= key_end(job, e, b, i0 + r0 + group - 1)) continue;  // no key of the tile for these rows
+        if (j0 + cols <= key_begin(job, e, i0 + r0)) continue;
         const T* q_rows[kRows];
         std::size_t first[kRows] = {}, limit[kRows] = {}, group_cols = 0, group_first = cols;
         for (std::size_t r = 0; r < kRows; ++r) {
           q_rows[r] = q + std::min(r0 + r, rows - 1) * job.q.row;  // padding rows repeat a real one
           if (r < group) {
-            const std::size_t begin = key_begin(job, i0 + r0 + r), end = key_end(job, b, i0 + r0 + r);
+            const std::size_t begin = key_begin(job, e, i0 + r0 + r), end = key_end(job, e, b, i0 + r0 + r);
             first[r] = begin > j0 ? std::min(cols, begin - j0) : 0;
             limit[r] = end > j0 ? std::min(cols, end - j0) : 0;
             if (first[r] < limit[r]) group_first = std::min(group_first, first[r]);
@@ -380,7 +431,7 @@ template <class T, int W> struct Core {
           const std::uint8_t* bits = r < group ? job.bits.row(b, h, i, sh.m) : nullptr;
           const T* bias = r < group ? job.bias.row(b, h, i, sh.m) : nullptr;
           const T slope = job.alibi == nullptr ? T(0) : job.alibi[job.alibi_per_batch ? b * sh.q_heads + h : h];
-          const std::int64_t centre = static_cast<std::int64_t>(i + sh.m) - static_cast<std::int64_t>(sh.n + j0);
+          const std::int64_t centre = static_cast<std::int64_t>(i + e.m) - static_cast<std::int64_t>(e.n + j0);
           alpha[r] = online_step(job, s.scores + r * job.key_tile, score_cols, first[r], limit[r],
                                  bits ? bits + j0 : nullptr, bias ? bias + j0 : nullptr, slope, centre,
                                  s.row_max[r0 + r], s.row_sum[r0 + r]);
@@ -389,9 +440,9 @@ template <class T, int W> struct Core {
       }
     }
     // out = acc / sum. A row that saw no key has sum 0 and is written as exactly +0.0.
-    T* o = job.out + b * job.o.batch + h * job.o.head + i0 * job.o.row;
+    T* o = job.out + b * job.o.batch + h * job.o.head + (q_first + i0) * job.o.row;
     for (std::size_t r = 0; r < rows; ++r) {
-      const T total = s.row_sum[r];  // >= 1 when a key took part: the max's own exp is 1
+      const T total = s.row_sum[r];  // >= 1 when a key (or the sink) took part: the max's own exp is 1
       for (std::size_t c = 0; c < sh.head_dim_v; ++c)
         o[r * job.o.row + c] = total > 0 ? s.acc[r * dvp + c] / total : T(0);
     }

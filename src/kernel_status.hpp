@@ -12,6 +12,10 @@ enum class KernelStatus {
   bad_key_lengths,     ///< key_lengths is neither empty nor B entries each <= m
   bad_window,          ///< a sliding window side below -1
   bad_alibi,           ///< ALiBi slopes neither empty nor Hq or B·Hq finite values
+  bad_softcap,         ///< a softcap that is negative or not finite
+  bad_sinks,           ///< sinks neither empty nor Hq finite values
+  bad_varlen,          ///< cu_seqlens not B + 1 offsets from 0, non-decreasing, each sequence within n (m),
+                       ///< only one of them given, or given with a mask, key_lengths or the [B, H, n, d] layout
   bad_scale_divisor,   ///< not finite and positive
   bad_scale,           ///< a scale multiplier that is not finite
   bad_additive_mask,   ///< an additive mask value is NaN or +inf

@@ -505,7 +505,7 @@ RC_GTEST_PROP(FlashProperties, WithinTheBoundOfTheSimpleKernel, ()) {
 template <class T> void expect_window_equals_its_mask(SimdLevel level) {
   std::mt19937_64 random(2026);
   std::normal_distribution<T> normal;
-  for (const auto [n, m] : {std::pair<std::size_t, std::size_t>{300, 700}, {500, 230}}) {
+  for (const auto& [n, m] : {std::pair<std::size_t, std::size_t>{300, 700}, {500, 230}}) {
     const FlashShape shape{2, 2, 1, n, m, 16, 8};
     std::vector<T> Q(2 * 2 * n * 16), K(2 * m * 16), V(2 * m * 8);
     for (auto* x : {&Q, &K, &V})

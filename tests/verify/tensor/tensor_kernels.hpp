@@ -352,6 +352,8 @@ std::vector<double> run_flash(const verify::TensorProblem& p, const FlashRun& ru
   options.key_lengths = p.key_lengths;
   options.window_left = p.window_left, options.window_right = p.window_right;
   options.alibi_slopes = p.alibi_slopes;
+  options.softcap = p.softcap;
+  options.sinks = p.sinks;
   options.scale = p.scale ? *p.scale : static_cast<double>(T(1) / std::sqrt(static_cast<T>(p.E)));
   options.query_tile = run.query_tile, options.key_tile = run.key_tile;
   options.threads = run.threads, options.simd = run.simd;

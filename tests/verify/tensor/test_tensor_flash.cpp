@@ -1,7 +1,7 @@
 // The fast kernel under the certified band: attn::flash_attention in fp32 (fp64) on random
 // TensorProblems with PyTorch's full semantics (every mask kind and broadcast, key lengths, causal
 // top-left and bottom-right with L != S, GQA, both layouts, scales defaulted, given and negative)
-// and FlashAttention's sliding windows and ALiBi
+// and FlashAttention's sliding windows, softcap, ALiBi and sinks
 // certified by certify_tensor against arithmetic_profile("fp32") (resp. "fp64"), at every SIMD level
 // this CPU has and several tile sizes; 1 and 2 threads give identical bits. A failure prints
 // RapidCheck's seed and reproduce string (README, "Replaying a failure") and the worst element.
@@ -135,6 +135,14 @@ template <class T> void certified_at_every_level(DType dtype, const char* profil
   if (p.mask_kind != TensorMask::additive && *rc::gen::inRange(0, 3) == 0) {
     const std::size_t count = *rc::gen::element(p.q_heads, p.batch * p.q_heads);
     for (std::size_t n = 0; n < count; ++n) p.alibi_slopes.push_back(std::ldexp(1.0, -*rc::gen::inRange(0, 9)));
+  }
+  // Softcap: c from 2^-3 (almost every score capped hard) to 50 (Gemma 2's; barely bent). Sinks:
+  // one fp32 logit per head, below, among and above the scores.
+  if (*rc::gen::inRange(0, 3) == 0) p.softcap = *rc::gen::element(0.125, 1.0, 3.0, 50.0);
+  if (*rc::gen::inRange(0, 3) == 0) {
+    std::mt19937_64 random(d.seed ^ 0x5151);
+    std::uniform_real_distribution<double> logit(-8, 8);
+    for (std::size_t h = 0; h < p.q_heads; ++h) p.sinks.push_back(round_to(DType::fp32, logit(random)));
   }
   RC_ASSERT(validate(p).ok());
   CertifyOptions options;
