@@ -290,6 +290,48 @@ TEST(FlashAttention, RefusesInconsistentArguments) {
     shape.q_heads = q_heads, shape.kv_heads = kv_heads;
     EXPECT_EQ(flash_attention(shape, std::span<const double>(c.Q), c.K, c.V, out, c.options), KernelStatus::bad_heads);
   }
+  o = c.options, o.softcap = -1;
+  EXPECT_EQ(status(o), KernelStatus::bad_softcap);
+  o.softcap = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(status(o), KernelStatus::bad_softcap);
+  o.softcap = 1e300;  // finite in fp64, not in fp32
+  EXPECT_EQ(flash_attention(c.shape, std::span<const float>(Qf), Kf, Vf, outf, o), KernelStatus::bad_softcap);
+  const std::vector<double> two_sinks = {0.5, 1.0}, nan_sink = {std::numeric_limits<double>::quiet_NaN()},
+                            one_sink = {0.5};
+  o = c.options, o.sinks = two_sinks;  // one query head
+  EXPECT_EQ(status(o), KernelStatus::bad_sinks);
+  o.sinks = nan_sink;
+  EXPECT_EQ(status(o), KernelStatus::bad_sinks);
+  o.sinks = one_sink;
+  EXPECT_EQ(status(o), KernelStatus::ok);
+  // Packed sequences (one here: B = 1, n = m = 4): both offset lists, from 0, non-decreasing, no
+  // sequence longer than n (m), the sequence-major layout, no mask or key lengths beside them.
+  const std::vector<std::size_t> whole = {0, 4}, from_one = {1, 4}, too_many = {0, 2, 4}, longer = {0, 5};
+  const std::vector<std::uint8_t> no_mask;
+  FlashOptions packed = c.options;
+  packed.mask_bits = no_mask, packed.layout = TensorLayout::batch_seq_head;
+  packed.cu_seqlens_q = packed.cu_seqlens_k = whole;
+  EXPECT_EQ(status(packed), KernelStatus::ok);
+  for (const std::vector<std::size_t>* cu : {&from_one, &too_many, &longer}) {
+    o = packed, o.cu_seqlens_q = *cu;
+    EXPECT_EQ(status(o), KernelStatus::bad_varlen) << (*cu)[0] << " " << cu->size();
+    o = packed, o.cu_seqlens_k = *cu;
+    EXPECT_EQ(status(o), KernelStatus::bad_varlen);
+  }
+  o = packed, o.cu_seqlens_k = {};
+  EXPECT_EQ(status(o), KernelStatus::bad_varlen);
+  o = packed, o.layout = TensorLayout::batch_head_seq;
+  EXPECT_EQ(status(o), KernelStatus::bad_varlen);
+  o = packed, o.mask_bits = c.mask;
+  EXPECT_EQ(status(o), KernelStatus::bad_varlen);
+  o = packed, o.key_lengths = std::span(whole).subspan(1);
+  EXPECT_EQ(status(o), KernelStatus::bad_varlen);
+  EXPECT_EQ(flash_attention(c.shape, std::span<const double>(c.Q), c.K, c.V, out, packed, std::vector<double>(16, 0.0)),
+            KernelStatus::bad_varlen);
+  const std::vector<std::size_t> shorter = {0, 3};  // 3 query rows hold 6 values, not 8
+  o = packed, o.cu_seqlens_q = shorter;
+  EXPECT_EQ(status(o), KernelStatus::size_mismatch);
+  EXPECT_EQ(status(o, 6), KernelStatus::size_mismatch);  // out still holds 4 rows
   o = c.options;
   EXPECT_EQ(status(o), KernelStatus::ok);
 }

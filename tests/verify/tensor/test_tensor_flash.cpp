@@ -1,7 +1,7 @@
 // The fast kernel under the certified band: attn::flash_attention in fp32 (fp64) on random
 // TensorProblems with PyTorch's full semantics (every mask kind and broadcast, key lengths, causal
 // top-left and bottom-right with L != S, GQA, both layouts, scales defaulted, given and negative)
-// and FlashAttention's sliding windows, softcap, ALiBi and sinks
+// and FlashAttention's sliding windows, softcap, ALiBi, sinks and packed varlen batches
 // certified by certify_tensor against arithmetic_profile("fp32") (resp. "fp64"), at every SIMD level
 // this CPU has and several tile sizes; 1 and 2 threads give identical bits. A failure prints
 // RapidCheck's seed and reproduce string (README, "Replaying a failure") and the worst element.
@@ -176,6 +176,122 @@ RC_GTEST_PROP(TensorFlash, Fp32CertifiedAtEverySimdLevelAndThreadCount, ()) {
 
 RC_GTEST_PROP(TensorFlash, Fp64CertifiedAtEverySimdLevelAndThreadCount, ()) {
   certified_at_every_level<double>(DType::fp64, "fp64");
+}
+
+// Packed variable-length batches: B sequences of (n_b, m_b) queries and keys, packed [total, H, d]
+// and run once with cu_seqlens, certified against the padded problem that means the same thing.
+// The padding is right-aligned (sequence b's queries at rows L - n_b.., its keys at S - m_b..), so
+// the bottom-right offset i + S - L - j of a padded pair is the sequence's own i' + m_b - n_b - j':
+// bottom-right causal, the window and ALiBi's distances carry over unchanged, and a boolean mask
+// [B, 1, L, S] admits exactly a sequence's own keys to its own queries (padding rows: none, so
+// their expected output is +0). Each sequence run alone gives the same bits as the packed call.
+template <class T> void varlen_certified(DType dtype, const char* profile) {
+  const std::size_t batch = *rc::gen::inRange<std::size_t>(1, 5), kv_heads = *rc::gen::inRange<std::size_t>(1, 3);
+  const std::size_t q_heads = kv_heads * *rc::gen::inRange<std::size_t>(1, 4);
+  const std::size_t E = *rc::gen::inRange<std::size_t>(1, 17), Ev = *rc::gen::inRange<std::size_t>(1, 13);
+  const auto n = *rc::gen::container<std::vector<std::size_t>>(batch, rc::gen::inRange<std::size_t>(0, 31));
+  const auto m = *rc::gen::container<std::vector<std::size_t>>(batch, rc::gen::inRange<std::size_t>(0, 61));
+  const std::uint64_t seed = *rc::gen::arbitrary<std::uint64_t>();
+  const FlashRun tiles{*rc::gen::inRange<std::size_t>(1, 41), *rc::gen::inRange<std::size_t>(1, 81)};
+  std::vector<std::size_t> cu_q{0}, cu_k{0};
+  for (std::size_t b = 0; b < batch; ++b) cu_q.push_back(cu_q.back() + n[b]), cu_k.push_back(cu_k.back() + m[b]);
+  TensorProblem p;
+  p.batch = batch, p.q_heads = q_heads, p.kv_heads = kv_heads, p.E = E, p.Ev = Ev, p.dtype = dtype;
+  p.L = std::max<std::size_t>(1, *std::max_element(n.begin(), n.end()));
+  p.S = std::max<std::size_t>(1, *std::max_element(m.begin(), m.end()));
+  p.layout = AxisOrder::batch_seq_head;
+  p.causal = *rc::gen::element(Causal::none, Causal::bottom_right);
+  const int window = *rc::gen::inRange(0, 4);
+  if (window & 1) p.window_left = *rc::gen::inRange<std::int64_t>(0, 41);
+  if (window & 2) p.window_right = *rc::gen::inRange<std::int64_t>(0, 41);
+  if (*rc::gen::inRange(0, 2) == 0) {
+    const std::size_t count = *rc::gen::element(q_heads, batch * q_heads);
+    for (std::size_t k = 0; k < count; ++k) p.alibi_slopes.push_back(std::ldexp(1.0, -*rc::gen::inRange(0, 9)));
+  }
+  if (*rc::gen::inRange(0, 3) == 0) p.softcap = *rc::gen::element(0.125, 1.0, 3.0, 50.0);
+  std::mt19937_64 random(seed);
+  std::normal_distribution<double> normal;
+  if (*rc::gen::inRange(0, 3) == 0) {
+    std::uniform_real_distribution<double> logit(-8, 8);
+    for (std::size_t h = 0; h < q_heads; ++h) p.sinks.push_back(round_to(DType::fp32, logit(random)));
+  }
+  RC_TAG(p.causal == Causal::bottom_right ? "causal" : "", window ? "window" : "", p.alibi_slopes.empty() ? "" : "alibi");
+  // Packed inputs, then the padded problem holding the same rows at the right-aligned places.
+  const auto draw = [&](std::size_t count) {
+    std::vector<T> v(count);
+    for (T& x : v) x = static_cast<T>(round_to(dtype, normal(random)));
+    return v;
+  };
+  const std::vector<T> Q = draw(cu_q.back() * q_heads * E), K = draw(cu_k.back() * kv_heads * E),
+                       V = draw(cu_k.back() * kv_heads * Ev);
+  p.query.assign(batch * p.L * q_heads * E, 0.0);
+  p.key.assign(batch * p.S * kv_heads * E, 0.0);
+  p.value.assign(batch * p.S * kv_heads * Ev, 0.0);
+  const auto place = [](const std::vector<T>& packed, std::vector<double>& padded, std::size_t width,
+                        std::size_t rows, const std::vector<std::size_t>& cu) {  // width: heads·d per row
+    for (std::size_t b = 0; b + 1 < cu.size(); ++b)
+      for (std::size_t r = cu[b]; r < cu[b + 1]; ++r)
+        std::copy_n(packed.begin() + r * width, width,
+                    padded.begin() + (b * rows + rows - (cu[b + 1] - cu[b]) + r - cu[b]) * width);
+  };
+  place(Q, p.query, q_heads * E, p.L, cu_q);
+  place(K, p.key, kv_heads * E, p.S, cu_k);
+  place(V, p.value, kv_heads * Ev, p.S, cu_k);
+  p.mask_kind = TensorMask::boolean;
+  p.mask_shape = {batch, 1, p.L, p.S};
+  for (std::size_t b = 0; b < batch; ++b)
+    for (std::size_t i = 0; i < p.L; ++i)
+      for (std::size_t j = 0; j < p.S; ++j) p.mask.push_back(i + n[b] >= p.L && j + m[b] >= p.S ? 1 : 0);
+  RC_ASSERT(validate(p).ok());
+
+  FlashOptions options;
+  options.layout = TensorLayout::batch_seq_head;
+  options.causal = p.causal == Causal::bottom_right ? CausalAlignment::bottom_right : CausalAlignment::none;
+  options.window_left = p.window_left, options.window_right = p.window_right;
+  options.alibi_slopes = p.alibi_slopes, options.softcap = p.softcap, options.sinks = p.sinks;
+  options.scale = static_cast<double>(T(1) / std::sqrt(static_cast<T>(E)));
+  p.scale = *options.scale;
+  options.query_tile = tiles.query_tile, options.key_tile = tiles.key_tile;
+  options.cu_seqlens_q = cu_q, options.cu_seqlens_k = cu_k;
+  const FlashShape shape{batch, q_heads, kv_heads, p.L, p.S, E, Ev};
+  CertifyOptions certify;
+  certify.arithmetic = *arithmetic_profile(profile);
+  certify.arithmetic.exp_ulps = std::max(certify.arithmetic.exp_ulps, kKernelExpUlps);
+  certify.rows = 48, certify.seed = seed, certify.threads = 1;
+  for (SimdLevel level : supported_levels()) {
+    options.simd = level;
+    std::vector<T> out(cu_q.back() * q_heads * Ev, T(-7));
+    RC_ASSERT(flash_attention(shape, std::span<const T>(Q), K, V, out, options) == KernelStatus::ok);
+    // Each sequence alone, unpacked: the same bits.
+    for (std::size_t b = 0; b < batch; ++b) {
+      FlashOptions alone = options;
+      alone.cu_seqlens_q = {}, alone.cu_seqlens_k = {};
+      if (alone.alibi_slopes.size() == batch * q_heads) alone.alibi_slopes = std::span(p.alibi_slopes).subspan(b * q_heads, q_heads);
+      const FlashShape one{1, q_heads, kv_heads, n[b], m[b], E, Ev};
+      std::vector<T> single(n[b] * q_heads * Ev, T(-7));
+      RC_ASSERT(flash_attention(one, std::span<const T>(Q).subspan(cu_q[b] * q_heads * E, n[b] * q_heads * E),
+                                std::span<const T>(K).subspan(cu_k[b] * kv_heads * E, m[b] * kv_heads * E),
+                                std::span<const T>(V).subspan(cu_k[b] * kv_heads * Ev, m[b] * kv_heads * Ev), single,
+                                alone) == KernelStatus::ok);
+      RC_ASSERT(std::equal(single.begin(), single.end(), out.begin() + cu_q[b] * q_heads * Ev,
+                           [](T x, T y) { return std::memcmp(&x, &y, sizeof(T)) == 0; }));
+    }
+    std::vector<double> padded(batch * p.L * q_heads * Ev, 0.0);
+    place(out, padded, q_heads * Ev, p.L, cu_q);
+    const TensorReport report = certify_tensor(p, padded, certify);
+    if (!report.passed) {
+      RC_FAIL(std::string(level_name(level)) + ", query tile " + std::to_string(tiles.query_tile) + ", key tile " +
+              std::to_string(tiles.key_tile) + ": " + report.summary());
+    }
+  }
+}
+
+RC_GTEST_PROP(TensorFlash, Fp32PackedVarlenCertifiedAndEqualToEachSequenceAlone, ()) {
+  varlen_certified<float>(DType::fp32, "fp32");
+}
+
+RC_GTEST_PROP(TensorFlash, Fp64PackedVarlenCertifiedAndEqualToEachSequenceAlone, ()) {
+  varlen_certified<double>(DType::fp64, "fp64");
 }
 
 }  // namespace
