@@ -187,9 +187,10 @@ template <class T> ATTN_INLINE std::size_t key_begin(const Job<T>& job, const Ex
   return static_cast<std::size_t>(std::max<std::int64_t>(first, 0));
 }
 
-// Register tile of both products: kRows query rows x kVectors SIMD vectors (8 accumulators; AVX2
-// has 16 registers, so loads and the broadcast fit beside them).
-constexpr std::size_t kRows = 4;
+// Register tile of both products: Core::kRows query rows x kVectors SIMD vectors. With 16 vector
+// registers (SSE, AVX2) 4 rows make 8 accumulators, leaving room for the loads and the broadcast;
+// AVX-512's 32 registers hold 8 rows (16 accumulators), which halves the key loads per FMA.
+constexpr std::size_t kMaxRows = 8;
 constexpr std::size_t kVectors = 2;
 
 inline std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
@@ -198,9 +199,9 @@ inline std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1)
 template <class T> class Scratch {
  public:
   explicit Scratch(const Job<T>& job) {
-    const std::size_t rows = round_up(job.query_tile, kRows), dv = job.head_dim_v_padded;
+    const std::size_t rows = round_up(job.query_tile, kMaxRows), dv = job.head_dim_v_padded;
     const std::size_t sizes[] = {
-        job.shape.head_dim_k * job.key_tile, job.key_tile * dv, kRows * job.key_tile, rows * dv, rows, rows};
+        job.shape.head_dim_k * job.key_tile, job.key_tile * dv, kMaxRows * job.key_tile, rows * dv, rows, rows};
     std::size_t total = 0;
     for (std::size_t s : sizes) total += round_up(s, 64 / sizeof(T));
     data_ = static_cast<T*>(::operator new (total * sizeof(T), std::align_val_t{64}));
@@ -214,7 +215,7 @@ template <class T> class Scratch {
 
   T* keys_t = nullptr;   // d_k x key_tile: the key tile transposed, zero past its last key
   T* values = nullptr;   // key_tile x head_dim_v_padded, zero past head_dim_v
-  T* scores = nullptr;   // kRows x key_tile: scores, then unnormalised weights
+  T* scores = nullptr;   // kMaxRows x key_tile: scores, then unnormalised weights
   T* acc = nullptr;      // query rows x head_dim_v_padded: Σ weight·V, rescaled online
   T* row_max = nullptr;  // running max of raw dot products
   T* row_sum = nullptr;  // running Σ weight
@@ -228,6 +229,7 @@ template <class T, int W> struct Core {
   using V = typename Simd<T, W>::V;
   using I = typename Simd<T, W>::I;
   static constexpr std::size_t kTile = kVectors * W;  // columns of one register tile
+  static constexpr std::size_t kRows = W * sizeof(T) == 64 ? kMaxRows : 4;  // rows of one register tile
 
   // keys_t[c][jj] = K[j0 + jj][c]; columns past `cols` are zero (they are masked later).
   ATTN_INLINE static void pack(const Job<T>& job, const T* k, const T* v, std::size_t cols, Scratch<T>& s) {
