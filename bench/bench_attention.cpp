@@ -4,7 +4,8 @@
 // attention, 2·n·(n+1)·hd for causal: masked scores are not useful work) and, at the end, the
 // ratio fast / baseline per configuration. `bench_attention --peak-rss` instead runs one fp32
 // call at n = 16384 in a fresh process and prints its peak RSS against the size of Q, K, V, O.
-// BM_FlashWindow: sliding windows (w, 0) against full attention in the same run.
+// BM_FlashWindow: sliding windows (w, 0) against full attention in the same run. BM_FlashFeature:
+// softcap, ALiBi, sinks and packed varlen against plain attention in the same run.
 #include <benchmark/benchmark.h>
 
 #include <sys/resource.h>
@@ -119,6 +120,64 @@ BENCHMARK(BM_FlashWindow)
     ->Args({2048, 64, 512, 2})
     ->Args({2048, 64, 1024, 2});
 
+// One feature at a time on plain full fp32 attention, n = 2048, hd = 64, 2 threads: 0 plain,
+// 1 softcap 30 (Gemma 2's), 2 ALiBi (Press et al.'s slopes 2^(-8h/H)), 3 sinks (one logit per head),
+// 4 packed varlen (the same n rows as 4 sequences of n/4: a quarter of the pairs, one call). The
+// table after the run gives each one's time against plain (target: softcap and ALiBi within 10%),
+// the fastest of the repetitions when --benchmark_repetitions is given.
+enum Feature : long { kPlain, kSoftcap, kAlibi, kSinks, kVarlen };
+const char* feature_name(long f) {
+  constexpr const char* names[] = {"plain", "softcap 30", "ALiBi", "sinks", "varlen 4 x n/4"};
+  return names[f];
+}
+std::map<long, double> feature_seconds, feature_rate;  // feature -> per call; useful GFLOP/s
+void BM_FlashFeature(benchmark::State& state) {
+  constexpr std::size_t n = 2048, hd = 64, sequences = 4;
+  const long feature = state.range(0);
+  Inputs<float> in = make_inputs<float>(n, hd);
+  attn::FlashOptions options;
+  options.scale_divisor = std::sqrt(static_cast<double>(hd));
+  options.threads = 2;
+  std::vector<double> per_head(kHeads);
+  for (std::size_t h = 0; h < kHeads; ++h)
+    per_head[h] = feature == kAlibi ? std::exp2(-8.0 * static_cast<double>(h + 1) / kHeads) : 0.5 * static_cast<double>(h);
+  if (feature == kSoftcap) options.softcap = 30;
+  if (feature == kAlibi) options.alibi_slopes = per_head;
+  if (feature == kSinks) options.sinks = per_head;
+  std::vector<std::size_t> cu(sequences + 1);
+  for (std::size_t b = 0; b <= sequences; ++b) cu[b] = b * (n / sequences);
+  attn::FlashShape shape{1, kHeads, kHeads, n, n, hd, hd};
+  double pairs = static_cast<double>(n) * n;
+  if (feature == kVarlen) {
+    // Packed [total, H, E]: heads interleave within a row, so the shape's n, m are the longest sequence.
+    options.cu_seqlens_q = cu, options.cu_seqlens_k = cu;
+    options.layout = attn::TensorLayout::batch_seq_head;
+    shape = {sequences, kHeads, kHeads, n / sequences, n / sequences, hd, hd};
+    pairs /= sequences;
+  }
+  const double flops = 4.0 * pairs * static_cast<double>(hd) * kHeads;
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    if (attn::flash_attention(shape, std::span<const float>(in.Q), in.K, in.V, in.out, options) != attn::KernelStatus::ok)
+      state.SkipWithError("flash_attention refused the call");
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    benchmark::DoNotOptimize(in.out.data());
+  }
+  state.SetLabel(feature_name(feature));
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  // The fastest repetition (--benchmark_repetitions): the least disturbed by the machine's noise.
+  const double per_call = seconds / static_cast<double>(state.iterations());
+  if (const auto seen = feature_seconds.find(feature); seen == feature_seconds.end() || per_call < seen->second)
+    feature_seconds[feature] = per_call;
+  feature_rate[feature] = flops * 1e-9 / feature_seconds[feature];
+}
+BENCHMARK(BM_FlashFeature)
+    ->ArgNames({"feature"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->DenseRange(kPlain, kVarlen);
+
 void gemm(bool transpose_b, std::size_t rows, std::size_t cols, std::size_t inner, const float* a, const float* b,
           float* c) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, rows, cols, inner, 1.0f, a, inner,
@@ -232,6 +291,12 @@ int main(int argc, char** argv) {
       std::printf("  window %5ld: %8.2f ms  %5.3f of full (w/n = %5.3f)  %5.1f%% of peak\n", w, 1e3 * seconds,
                   seconds / full->second, w < 0 ? 1.0 : static_cast<double>(w) / 2048, 100 * window_rate[w] /
                   peak["fp32 threads=2"]);
+  }
+  if (const auto plain = feature_seconds.find(kPlain); plain != feature_seconds.end()) {
+    std::printf("\nfeatures, fp32 full n=2048 hd=64 threads=2: time against plain attention, %% of peak:\n");
+    for (const auto& [f, seconds] : feature_seconds)
+      std::printf("  %-16s %8.2f ms  %5.3f of plain  %5.1f%% of peak\n", feature_name(f), 1e3 * seconds,
+                  seconds / plain->second, 100 * feature_rate[f] / peak["fp32 threads=2"]);
   }
   return 0;
 }

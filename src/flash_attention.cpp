@@ -36,12 +36,14 @@ template <class T> [[gnu::target("avx2,fma")]] void item_avx2(const Job<T>& j, s
 template <class T> [[gnu::target("avx512f")]] void item_avx512(const Job<T>& j, std::size_t i, Scratch<T>& s) {
   Core<T, 64 / sizeof(T)>::run_item(j, i, s);
 }
-template <class T> void exp_baseline(const T* x, T* o, std::size_t n) { Core<T, 16 / sizeof(T)>::exp_span(x, o, n); }
-template <class T> [[gnu::target("avx2,fma")]] void exp_avx2(const T* x, T* o, std::size_t n) {
-  Core<T, 32 / sizeof(T)>::exp_span(x, o, n);
+template <class T, bool kTanh> void elementwise_baseline(const T* x, T* o, std::size_t n) {
+  Core<T, 16 / sizeof(T)>::template elementwise_span<kTanh>(x, o, n);
 }
-template <class T> [[gnu::target("avx512f")]] void exp_avx512(const T* x, T* o, std::size_t n) {
-  Core<T, 64 / sizeof(T)>::exp_span(x, o, n);
+template <class T, bool kTanh> [[gnu::target("avx2,fma")]] void elementwise_avx2(const T* x, T* o, std::size_t n) {
+  Core<T, 32 / sizeof(T)>::template elementwise_span<kTanh>(x, o, n);
+}
+template <class T, bool kTanh> [[gnu::target("avx512f")]] void elementwise_avx512(const T* x, T* o, std::size_t n) {
+  Core<T, 64 / sizeof(T)>::template elementwise_span<kTanh>(x, o, n);
 }
 
 SimdLevel resolve(SimdLevel level) { return level == SimdLevel::automatic ? best_simd_level() : level; }
@@ -171,6 +173,10 @@ template <class T> KernelStatus run(const FlashShape& sh, std::span<const T> Q, 
   job.scaled_scores = !bias.empty() || job.alibi != nullptr || job.softcap > 0 || job.sinks != nullptr || !(scale > 0);
   job.score_scale = job.scaled_scores ? scale : T(1);
   job.exp_scale = job.scaled_scores ? T(1) : scale;
+  if (job.softcap > 0) {
+    const T factor = static_cast<T>(static_cast<double>(scale) / static_cast<double>(job.softcap));
+    job.softcap_factor = std::isnormal(factor) && std::isfinite(2 * factor) ? factor : T(0);  // 2k is used
+  }
   // Tiles never exceed the problem, so a huge tile option cannot size a huge scratch buffer.
   job.query_tile = std::min(opt.query_tile, std::max<std::size_t>(sh.n, 1));
   job.key_tile = flash_detail::round_up(std::min(opt.key_tile, std::max<std::size_t>(sh.m, 1)), tile);
@@ -202,13 +208,14 @@ template <class T> KernelStatus run(const FlashShape& sh, std::span<const T> Q, 
   return KernelStatus::ok;
 }
 
-template <class T> KernelStatus exp_run(std::span<const T> x, std::span<T> out, SimdLevel level) {
+template <class T, bool kTanh>
+KernelStatus elementwise_run(std::span<const T> x, std::span<T> out, SimdLevel level) {
   level = resolve(level);
   if (!simd_level_supported(level)) return KernelStatus::simd_unsupported;
   if (out.size() != x.size()) return KernelStatus::size_mismatch;
-  const ExpFunction<T> f = level == SimdLevel::avx512 ? exp_avx512<T>
-                           : level == SimdLevel::avx2 ? exp_avx2<T>
-                                                      : exp_baseline<T>;
+  const ExpFunction<T> f = level == SimdLevel::avx512 ? elementwise_avx512<T, kTanh>
+                           : level == SimdLevel::avx2 ? elementwise_avx2<T, kTanh>
+                                                      : elementwise_baseline<T, kTanh>;
   f(x.data(), out.data(), x.size());
   return KernelStatus::ok;
 }
@@ -249,10 +256,16 @@ bool simd_level_supported(SimdLevel level) {
 }
 
 KernelStatus kernel_exp(std::span<const float> x, std::span<float> out, SimdLevel level) {
-  return exp_run(x, out, level);
+  return elementwise_run<float, false>(x, out, level);
 }
 KernelStatus kernel_exp(std::span<const double> x, std::span<double> out, SimdLevel level) {
-  return exp_run(x, out, level);
+  return elementwise_run<double, false>(x, out, level);
+}
+KernelStatus kernel_tanh(std::span<const float> x, std::span<float> out, SimdLevel level) {
+  return elementwise_run<float, true>(x, out, level);
+}
+KernelStatus kernel_tanh(std::span<const double> x, std::span<double> out, SimdLevel level) {
+  return elementwise_run<double, true>(x, out, level);
 }
 
 // The fast path's error for one output value o = Σ_j w_j·v_j, unit roundoff u of T, γ_k = ku/(1-ku)

@@ -106,6 +106,18 @@ struct FlashOptions {
 [[nodiscard]] KernelStatus kernel_exp(std::span<const double> x, std::span<double> out,
                                       SimdLevel level = SimdLevel::automatic);
 
+/// The softcap's tanh (c·tanh(s/c) with c = 1) applied elementwise, as the kernel computes it:
+/// exposed so the bound below is tested directly. Statuses as kernel_exp's.
+[[nodiscard]] KernelStatus kernel_tanh(std::span<const float> x, std::span<float> out,
+                                       SimdLevel level = SimdLevel::automatic);
+/// The same in fp64.
+[[nodiscard]] KernelStatus kernel_tanh(std::span<const double> x, std::span<double> out,
+                                       SimdLevel level = SimdLevel::automatic);
+/// kernel_tanh's error: at most kKernelTanhUlps·u·|tanh x| + (kKernelExpUlps + 0.08)·u for every x
+/// (u the unit roundoff of T; derived beside softcap_scores in flash_attention_simd.hpp), within
+/// the band's softcap model (Arithmetic::tanh_ulps = 4 relative, exp_ulps + 1.5 absolute).
+inline constexpr double kKernelTanhUlps = 4.0;
+
 /// Relative error bound of kernel_exp on [-87.33, 0] (fp32) and [-708.39, 0] (fp64), in ulps of
 /// the result; below that range the result is flushed to +0. Source: measured against the x87
 /// expl, at most 1.01 ulps over every fp32 in [-87.33, 0] and 1.16 ulps over 4·10^6 random fp64

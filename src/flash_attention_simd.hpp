@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <type_traits>
 
 #include "flash_attention.hpp"
 
@@ -138,6 +139,7 @@ template <class T> struct Job {
   const T* alibi = nullptr;                           // ALiBi slopes in T: [Hq], or [B, Hq] when alibi_per_batch
   bool alibi_per_batch = false;
   T softcap = 0;                                      // FlashOptions' softcap c in T, 0 off
+  T softcap_factor = 0;                               // fl(scale / softcap) if normal, else 0 (softcap_scores)
   const T* sinks = nullptr;                           // sink logits in T, [Hq]
   const std::size_t* cu_q = nullptr;                  // packed sequences: B + 1 query offsets, or null
   const std::size_t* cu_k = nullptr;                  // and key offsets
@@ -268,26 +270,88 @@ template <class T, int W> struct Core {
     }
   }
 
-  // Softcap: scores[jj] = c·tanh(fl(dot·scale)/c) for from <= jj < to (whole vectors), with
+  // Softcap: scores[jj] = c·tanh(x) for from <= jj < to (whole vectors), x = fl(dot·k) with
+  // k = job.softcap_factor = fl(σ̂/ĉ) (σ̂, ĉ the scale and cap in T), or x = fl(fl(dot·σ̂)/ĉ) when
+  // that k is not a normal number. Both are dot·(σ̂/ĉ)(1 + δ1)(1 + δ2), |δ| <= u: the band's model
+  // (the score's rounding, then the division's); k is one rounding of σ̂/ĉ, computed in double and
+  // converted (correctly rounded in fp32 too: double rounding of a quotient is innocuous with
+  // 53 >= 2·24 + 2 bits), and a normal k keeps δ1 relative. The fold turns a division per score
+  // into a product (a 512-bit division issues once every 5-10 cycles). Then
   // tanh(x) = sign(x)·(1 - t)/(1 + t), t = exp(-2|x|) (kernel_exp; -2|x| is exact, an overflow to
-  // -inf gives t = 0 and tanh 1). Its error, against the band's model (verify/tensor_band.cpp,
+  // -inf gives t = 0 and tanh 1; 2x is formed as fl(dot·2k) = 2·fl(dot·k), exact in the normal range). Its error, against the band's model (verify/tensor_band.cpp,
   // Step 2's softcap: tanh_ulps u relative plus (exp_ulps + 1.5) u absolute):
   //  - t's relative error ε, |ε| <= η = 2·kKernelExpUlps·u, moves (1 - t)/(1 + t) by at most
   //    2t|ε|/(1 + t)² <= η/2 = kKernelExpUlps·u absolutely (t in [0, 1]; max at t = 1); t flushed
   //    to 0 below exp's range errs by < 2e^-87 (fp32);
   //  - |x| <= ln2/2: t in [1/2, 1], so 1 - t is exact (Sterbenz) and only 1 + t and the quotient
   //    round: 2u relative; otherwise 1 - t rounds too: 3u relative (plus O(u²) both);
-  //  - so |error| <= 3.01u|tanh| + kKernelExpUlps·u: within 4 (the default tanh_ulps) relative
-  //    plus exp_ulps·u absolute, leaving the band's 1.5u absolute (and the quotient's subnormal
-  //    c·h) unused. The division by c and the product by c are the band's two other roundings.
+  //  - the quotient q = a/d (a = 1 - t, d = 1 + t in [1, 2]) is a division, correctly rounded,
+  //    except in fp32 on AVX-512, where a 512-bit division issues once every 5-10 cycles: there
+  //    y = vrcp14ps(d) (|y·d - 1| = |ε| < 2^-14, Intel's and AMD's architectural bound),
+  //    q0 = fl(a·y), ρ = fl(a - d·q0), q = fl(q0 + y·ρ) (Markstein's correction). Exactly,
+  //    a - d·q0 = -a(ε + δ0 + εδ0) and q0 + yρ = (a/d)(1 - ε² - εδ0(1 + ε) - (1 + ε)(ε + δ0 + εδ0)δ1):
+  //    relative error ε² + 2|ε|u + u² <= u/16 + 2^-13 u + u² before the last rounding when ρ's
+  //    product is fused (GCC contracts it), so q errs by < 1.07u. Unfused, fl(d·q0) adds one more
+  //    δ3 (the subtraction is then exact by Sterbenz: d·q0 is within 2^-13 of a), so < 2.07u;
+  //    a in {0} ∪ [2^-24, 1] and ρ ~ a·2^-14 keep everything normal;
+  //  - so |error| <= (3.01 + q's excess over u)u|tanh| + kKernelExpUlps·u <= 4.08u|tanh| +
+  //    kKernelExpUlps·u: within 4 (the default tanh_ulps) relative plus (exp_ulps + 0.08)u
+  //    absolute, leaving 1.42u of the band's 1.5u absolute (and the quotient's subnormal c·h)
+  //    unused. The product by c is the band's last rounding.
+  ATTN_INLINE static V quotient(V a, V d) {
+    if constexpr (std::is_same_v<T, float> && W == 16) {
+      V y;
+      asm("vrcp14ps %1, %0" : "=v"(y) : "v"(d));  // no target check on asm: this Core runs on AVX-512 only
+      const V q0 = a * y;
+      const V rho = a - d * q0;
+      return q0 + y * rho;
+    } else {
+      return a / d;
+    }
+  }
+  // c·tanh(y/2) from y = 2x (the doubling is exact): the sign bit is set aside, t = exp(-|y|).
+  ATTN_INLINE static V capped(V y, T c) {
+    using Lane = std::remove_cvref_t<decltype(I{}[0])>;
+    const I sign = __builtin_bit_cast(I, y) & std::numeric_limits<Lane>::min();
+    const V t = vector_exp<T, V, I>(-__builtin_bit_cast(V, __builtin_bit_cast(I, y) ^ sign));
+    const V r = quotient(T(1) - t, T(1) + t);
+    return __builtin_bit_cast(V, __builtin_bit_cast(I, r) ^ sign) * c;
+  }
   ATTN_INLINE static void softcap_scores(const Job<T>& job, T* scores, std::size_t from, std::size_t to) {
-    const T c = job.softcap, scale = job.score_scale;
-    for (std::size_t jj = from; jj < to; jj += W) {
-      const V x = load<V>(scores + jj) * scale / c;
-      const V a = x < 0 ? -x : x;
-      const V t = vector_exp<T, V, I>(a * T(-2));
-      const V r = (T(1) - t) / (T(1) + t);
-      store(scores + jj, (x < 0 ? -r : r) * c);
+    const T c = job.softcap, scale = job.score_scale, k = job.softcap_factor;
+    if (k != 0) {
+      for (std::size_t jj = from; jj < to; jj += W) store(scores + jj, capped(load<V>(scores + jj) * (2 * k), c));
+    } else {
+      for (std::size_t jj = from; jj < to; jj += W)
+        store(scores + jj, capped(load<V>(scores + jj) * scale / c * T(2), c));
+    }
+  }
+
+  // ALiBi: scores[jj] = scores[jj]·pre - slope·|centre - jj| for from <= jj < to (whole vectors;
+  // the columns outside [first, limit) are overwritten afterwards; pre is the scale when the scores
+  // are still raw dot products, else 1, exact). When every distance is at most 2^digits (all
+  // realistic lengths) the distances are exact in T and formed in vectors: T(centre - jj) is exact
+  // and so is subtracting 0..W-1. Otherwise (fp32 beyond 2^24 keys) each |d| is converted with its
+  // one rounding, as the band's Step 2 allows.
+  ATTN_INLINE static void alibi_scores(T* scores, std::size_t from, std::size_t to, T pre, T slope,
+                                       std::int64_t centre) {
+    constexpr std::int64_t exact = std::int64_t{1} << std::numeric_limits<T>::digits;
+    const std::int64_t nearest = centre - static_cast<std::int64_t>(from),
+                       farthest = centre - static_cast<std::int64_t>(to) + 1;
+    if (std::max(nearest < 0 ? -nearest : nearest, farthest < 0 ? -farthest : farthest) <= exact) {
+      using Lane = std::remove_cvref_t<decltype(I{}[0])>;
+      V lane{};
+      for (int l = 0; l < W; ++l) lane[l] = static_cast<T>(l);
+      for (std::size_t jj = from; jj < to; jj += W) {
+        const V d = static_cast<T>(centre - static_cast<std::int64_t>(jj)) - lane;
+        const V distance = __builtin_bit_cast(V, __builtin_bit_cast(I, d) & std::numeric_limits<Lane>::max());
+        store(scores + jj, load<V>(scores + jj) * pre - slope * distance);
+      }
+      return;
+    }
+    for (std::size_t jj = from; jj < to; ++jj) {
+      const std::int64_t d = centre - static_cast<std::int64_t>(jj);
+      scores[jj] = scores[jj] * pre - slope * static_cast<T>(d < 0 ? -d : d);
     }
   }
 
@@ -307,20 +371,20 @@ template <class T, int W> struct Core {
       // key's -inf, nor softcap turn it into -c. Softcap runs on whole vectors (cols is a multiple
       // of W); the columns outside [first, limit) are overwritten just below.
       const T scale = job.score_scale;
+      const std::size_t from = first / W * W, to = round_up(limit, W);
+      T pre = 1;  // the scale still to apply (fused into ALiBi's pass when nothing else comes first)
       if (job.softcap > 0) {
-        softcap_scores(job, scores, first / W * W, round_up(limit, W));
+        softcap_scores(job, scores, from, to);
         if (bias != nullptr)
           for (std::size_t jj = first; jj < limit; ++jj) scores[jj] += bias[jj];
       } else if (bias != nullptr) {
         for (std::size_t jj = first; jj < limit; ++jj) scores[jj] = scores[jj] * scale + bias[jj];
+      } else if (job.alibi != nullptr) {
+        pre = scale;
       } else {
-        for (std::size_t jj = first; jj < limit; ++jj) scores[jj] = scores[jj] * scale;
+        for (std::size_t jj = from; jj < to; jj += W) store(scores + jj, load<V>(scores + jj) * scale);
       }
-      if (job.alibi != nullptr)
-        for (std::size_t jj = first; jj < limit; ++jj) {
-          const std::int64_t d = centre - static_cast<std::int64_t>(jj);
-          scores[jj] -= slope * static_cast<T>(d < 0 ? -d : d);
-        }
+      if (job.alibi != nullptr) alibi_scores(scores, from, to, pre, slope, centre);
     }
     std::fill(scores, scores + first, minus_inf);
     std::fill(scores + limit, scores + cols, minus_inf);
@@ -338,7 +402,12 @@ template <class T, int W> struct Core {
       return T(1);
     }
     const T new_max = std::max(row_max, tile_max);
-    const T alpha = row_max == new_max ? T(1) : vector_exp<T, V, I>(splat<V>((row_max - new_max) * job.exp_scale))[0];
+    // α through the narrowest vector (the same operations per lane, so the same value at every
+    // width): a wide splat here costs GCC a lane-by-lane insertion.
+    using Narrow = Simd<T, 16 / sizeof(T)>;
+    const T alpha = row_max == new_max ? T(1)
+                                       : vector_exp<T, typename Narrow::V, typename Narrow::I>(
+                                             splat<typename Narrow::V>((row_max - new_max) * job.exp_scale))[0];
     const V shift = splat<V>(new_max), scale = splat<V>(job.exp_scale);
     V sum{};
     for (std::size_t jj = 0; jj < cols; jj += W) {
@@ -450,12 +519,13 @@ template <class T, int W> struct Core {
     }
   }
 
-  ATTN_INLINE static void exp_span(const T* x, T* out, std::size_t count) {
+  // The kernel's exp (tanh: false) or softcap tanh (true, c = 1: y = 2x, exact) elementwise.
+  template <bool kTanh> ATTN_INLINE static void elementwise_span(const T* x, T* out, std::size_t count) {
     for (std::size_t i = 0; i < count; i += W) {
       T lane[W] = {};
       const std::size_t take = std::min<std::size_t>(W, count - i);
       std::copy(x + i, x + i + take, lane);
-      const V e = vector_exp<T, V, I>(load<V>(lane));
+      const V e = kTanh ? capped(load<V>(lane) * T(2), T(1)) : vector_exp<T, V, I>(load<V>(lane));
       for (std::size_t l = 0; l < take; ++l) out[i + l] = e[l];
     }
   }

@@ -1,10 +1,12 @@
 """FlashAttention's layouts: packed variable-length batches (flash_attn_varlen_func) and KV caches,
 paged by a block table or not (flash_attn_with_kvcache).
 
-Both reduce exactly to one check_attention call: the sequences padded into a batch [N, H, L_max, E]
-with a boolean mask that keeps, for sequence b, the queries i < L_b and the keys j < S_b that its
-rules admit (causal and the window aligned bottom-right on that sequence's own L_b and S_b, as
-FlashAttention aligns them). Padded query rows have no key and hold exact zeros. The report is the
+Both reduce exactly to one check_attention call: the sequences padded into a batch [N, H, L_max, E],
+each right-aligned (its queries in the last L_b rows, its keys in the last S_b columns), with a
+boolean mask that keeps the keys its rules admit (causal and the window aligned bottom-right on that
+sequence's own L_b and S_b, as FlashAttention aligns them). Right alignment keeps every distance
+i + S_b - L_b - j of a sequence equal to the padded batch's i' + S - L - j', so the bottom-right
+rules and ALiBi's biases carry over unchanged. Padded query rows have no key and hold exact zeros. The report is the
 padded batch's, with every index mapped back into the caller's own tensor and the padded rows taken
 out of the row counts.
 """
@@ -48,15 +50,17 @@ def _lengths(cu, name: str, total: int, total_name: str) -> np.ndarray:
 
 
 def _keep(L: int, S: int, lengths_q, lengths_k, causal: bool, window) -> np.ndarray:
-    """[N, 1, L, S] booleans: query i of sequence b sees key j (i < L_b, j < S_b, its causal rule and
-    window aligned bottom-right on L_b and S_b)."""
+    """[N, 1, L, S] booleans for right-aligned sequences: padded query i (sequence b's query
+    i - (L - L_b)) sees padded key j (its key j - (S - S_b)) when both exist and its causal rule and
+    window, aligned bottom-right on L_b and S_b, admit them. The distance i + S - L - j is the
+    sequence's own."""
     left, right = window
     i = np.arange(L)[None, :, None]
     j = np.arange(S)[None, None, :]
     Lb = np.asarray(lengths_q)[:, None, None]
     Sb = np.asarray(lengths_k)[:, None, None]
-    centre = i + Sb - Lb
-    keep = (i < Lb) & (j < Sb)
+    centre = i + S - L
+    keep = (i >= L - Lb) & (j >= S - Sb)
     if causal:
         keep &= j <= centre
     if left >= 0:
@@ -83,8 +87,7 @@ def _window(window_size):
 def _refuse_sdpa_keywords(kwargs, function):
     hints = {"lse": "certify the LSE with check_attention on the padded batch",
              "is_causal": "use causal= (FlashAttention's, bottom-right aligned per sequence)",
-             "attn_mask": "masks are not part of FlashAttention's varlen and kvcache calls",
-             "alibi_slopes": "not yet in these layouts: the padded batch would shift ALiBi's distances"}
+             "attn_mask": "masks are not part of FlashAttention's varlen and kvcache calls"}
     if any(name in kwargs for name in hints):
         name = next(n for n in hints if n in kwargs)
         hint = hints[name]
@@ -108,9 +111,10 @@ def check_attention_varlen(out, query, key, value, *, cu_seqlens_q, cu_seqlens_k
     and window_size (left, right) are aligned per sequence: query i of sequence b sees key j iff
     j <= i + S_b - L_b (causal) and i + S_b - L_b - left <= j <= i + S_b - L_b + right. A sequence
     with no keys has zero rows. scale: the multiplier of Q·Kᵀ (FlashAttention's softmax_scale;
-    default 1/√E). rows: certify a seeded sample of that many query rows (default all). Other
-    keywords (precision, tier, alpha, seed, exp_ulps, key_tile, ...) are check_attention's. Failure
-    indices are (token, head, column) in out.
+    default 1/√E). alibi_slopes ([Hq] or [N, Hq]) add -slope·|i + S_b - L_b - j| per sequence;
+    softcap and sinks are check_attention's. rows: certify a seeded sample of that many query rows
+    (default all). Other keywords (precision, tier, alpha, seed, exp_ulps, key_tile, ...) are
+    check_attention's. Failure indices are (token, head, column) in out.
     """
     from . import check_attention
 
@@ -142,10 +146,10 @@ def check_attention_varlen(out, query, key, value, *, cu_seqlens_q, cu_seqlens_k
     L, S = max(int(lengths_q.max()), 1), max(int(lengths_k.max()), 1)
     starts_q, starts_k = np.concatenate([[0], np.cumsum(lengths_q)]), np.concatenate([[0], np.cumsum(lengths_k)])
 
-    def padded(x, starts, lengths, rows_to):  # [total, H, D] -> [N, H, rows_to, D]
+    def padded(x, starts, lengths, rows_to):  # [total, H, D] -> [N, H, rows_to, D], right-aligned
         result = np.zeros((N, x.shape[1], rows_to, x.shape[2]))
         for b in range(N):
-            result[b, :, :lengths[b]] = np.swapaxes(x[starts[b]:starts[b] + lengths[b]], 0, 1)
+            result[b, :, rows_to - lengths[b]:] = np.swapaxes(x[starts[b]:starts[b] + lengths[b]], 0, 1)
         return result
 
     keep = _keep(L, S, lengths_q, lengths_k, causal, window)
@@ -158,11 +162,12 @@ def check_attention_varlen(out, query, key, value, *, cu_seqlens_q, cu_seqlens_k
 
     def index_of(index):
         b, h, i, c = index
-        return (int(starts_q[b]) + i, h, c)
+        return (int(starts_q[b]) + i - (L - int(lengths_q[b])), h, c)
 
     return _remapped(report, index_of, int(o.size), padded_rows,
-                     f"varlen: {N} sequences, certified as a batch padded to L = {L}, S = {S} with a per-sequence "
-                     f"boolean mask (causal and window aligned on each sequence's own lengths)")
+                     f"varlen: {N} sequences, certified as a batch padded to L = {L}, S = {S} (each right-aligned) "
+                     f"with a per-sequence boolean mask (causal, window and ALiBi aligned on each sequence's own "
+                     f"lengths)")
 
 
 def check_attention_kvcache(out, query, k_cache, v_cache, *, cache_seqlens, block_table=None, causal=False,
@@ -176,8 +181,8 @@ def check_attention_kvcache(out, query, k_cache, v_cache, *, cache_seqlens, bloc
     (a block table too short for cache_seqlens[b], or an entry outside [0, num_blocks), is refused by
     name). causal and window_size are aligned bottom-right on L and cache_seqlens[b], as
     FlashAttention aligns them: query i sees key t iff t <= i + cache_seqlens[b] - L (causal) and the
-    window's i + cache_seqlens[b] - L - left <= t <= ... + right. Other keywords as
-    check_attention_varlen's. Failure indices are (b, i, head, column) in out.
+    window's i + cache_seqlens[b] - L - left <= t <= ... + right; alibi_slopes ([Hq] or [B, Hq]) add
+    -slope·|i + cache_seqlens[b] - L - t|. Other keywords as check_attention_varlen's. Failure indices are (b, i, head, column) in out.
     """
     from . import check_attention
 
@@ -239,10 +244,10 @@ def check_attention_kvcache(out, query, k_cache, v_cache, *, cache_seqlens, bloc
             return cache[table[b, t // size], t % size]
     S = max(int(seqlens.max()) if B else 0, 1)
 
-    def gathered(cache):  # [B, Hkv, S, D]
+    def gathered(cache):  # [B, Hkv, S, D], each sequence's keys right-aligned
         result = np.zeros((B, cache.shape[2], S, cache.shape[3]))
         for b in range(B):
-            result[b, :, :seqlens[b]] = np.swapaxes(key_rows(cache, b), 0, 1)
+            result[b, :, S - seqlens[b]:] = np.swapaxes(key_rows(cache, b), 0, 1)
         return result
 
     causal = _check_bool(causal, "causal")
@@ -260,5 +265,5 @@ def check_attention_kvcache(out, query, k_cache, v_cache, *, cache_seqlens, bloc
     return _remapped(report, index_of, int(o.size), 0,
                      f"kvcache: {B} sequences of up to {S} cached keys"
                      + (f" in blocks of {kc.shape[1]}" if block_table is not None else "")
-                     + ", certified as a batch with a per-sequence boolean mask (causal and window aligned on "
-                       "L and each sequence's cache_seqlens)")
+                     + ", certified as a batch (keys right-aligned) with a per-sequence boolean mask (causal, "
+                       "window and ALiBi aligned on L and each sequence's cache_seqlens)")

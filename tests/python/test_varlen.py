@@ -28,9 +28,17 @@ def keep_of(L, S, causal, window):
     return keep
 
 
-def varlen_reference(q, k, v, cu_q, cu_k, causal=False, window=(-1, -1), leak=False, top_left=False):
+def slopes_of(alibi, b):
+    """Sequence b's ALiBi slopes from [Hq] or [N, Hq] (None: no ALiBi)."""
+    return None if alibi is None else (alibi if alibi.ndim == 1 else alibi[b])
+
+
+def varlen_reference(q, k, v, cu_q, cu_k, causal=False, window=(-1, -1), leak=False, top_left=False, alibi=None,
+                     alibi_from_query_0=False):
     """Per sequence, sdpa_reference in the inputs' dtype; `leak` also lets sequence b see the last key
-    of sequence b - 1; `top_left` aligns causal on query 0 instead of the last key."""
+    of sequence b - 1; `top_left` aligns causal on query 0 instead of the last key; `alibi` [Hq] or
+    [N, Hq] slopes; `alibi_from_query_0` measures ALiBi's distance |i - j| (as a left-padded batch
+    would) instead of FlashAttention's |i + S_b - L_b - j|."""
     out = np.zeros((q.shape[0], q.shape[1], v.shape[2]), dtype=q.dtype)
     for b in range(len(cu_q) - 1):
         q0, q1, k0, k1 = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
@@ -48,7 +56,14 @@ def varlen_reference(q, k, v, cu_q, cu_k, causal=False, window=(-1, -1), leak=Fa
         if S == 0:
             continue
         qb, kb, vb = (np.swapaxes(x, 0, 1)[None] for x in (q[q0:q1], k[k0:k1], v[k0:k1]))
-        ob = sdpa(qb, kb, vb, attn_mask=keep, enable_gqa=q.shape[1] != k.shape[1])
+        slopes = slopes_of(alibi, b)
+        if alibi_from_query_0:
+            # |i - j| = |i + S' - L' - j| for a square S' = L': pad the keys' distances by hand.
+            bias = -np.asarray(slopes, np.float64)[:, None, None] * np.abs(np.arange(L)[:, None] - np.arange(S)[None])
+            mask = np.where(keep[None], bias, -np.inf)[None]
+            ob = sdpa(qb, kb, vb, attn_mask=mask, enable_gqa=q.shape[1] != k.shape[1])
+        else:
+            ob = sdpa(qb, kb, vb, attn_mask=keep, enable_gqa=q.shape[1] != k.shape[1], alibi_slopes=slopes)
         out[q0:q1] = np.swapaxes(ob[0], 0, 1)
     return out
 
@@ -85,6 +100,31 @@ def test_a_per_sequence_reference_passes(case, dtype):
     sampled = attncheck.check_attention_varlen(out, q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, causal=causal,
                                                window_size=window, rows=5)
     assert sampled.passed and 5 <= sampled.rows_checked < sampled.rows_total
+
+
+@pytest.mark.parametrize("per_sequence", [False, True], ids=["[Hq]", "[N, Hq]"])
+def test_alibi_per_sequence_passes_and_distances_from_query_0_are_caught(per_sequence):
+    # Each sequence's distance is i + S_b - L_b - j: the padded batch right-aligns every sequence so
+    # the distances carry over. A kernel measuring |i - j| (left-aligned padding) is caught on the
+    # sequences with L_b != S_b and only there.
+    lengths_q, lengths_k = [3, 6, 4], [9, 6, 7]
+    q, k, v, cu_q, cu_k = packed(11, lengths_q, lengths_k)
+    rng = np.random.default_rng(11)
+    alibi = rng.uniform(0.05, 0.5, size=(3, 4) if per_sequence else (4,)).astype(np.float32)
+    for causal, window in ((False, (-1, -1)), (True, (4, 0))):
+        out = varlen_reference(q, k, v, cu_q, cu_k, causal, window, alibi=alibi)
+        report = attncheck.check_attention_varlen(out, q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, causal=causal,
+                                                  window_size=window, alibi_slopes=alibi)
+        assert report.passed, str(report)
+        wrong = varlen_reference(q, k, v, cu_q, cu_k, causal, window, alibi=alibi, alibi_from_query_0=True)
+        bad = attncheck.check_attention_varlen(wrong, q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, causal=causal,
+                                               window_size=window, alibi_slopes=alibi)
+        assert not bad.passed
+        tokens = {f.index[0] for f in bad.failures}
+        assert tokens and tokens <= set(range(0, 3)) | set(range(9, 13))  # sequences 0 and 2 (L_b != S_b)
+    # Without the slopes the ALiBi output fails: the keyword is used, not ignored.
+    assert not attncheck.check_attention_varlen(out, q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, causal=True,
+                                                window_size=(4, 0)).passed
 
 
 def test_keys_leaking_across_a_sequence_boundary_are_caught_in_the_next_sequence():
@@ -176,7 +216,7 @@ def kvcache_case(seed, B=3, L=1, Hq=4, Hkv=2, E=8, Ev=8, block=4, blocks=12, dty
     return q, k_cache, v_cache, seqlens, table
 
 
-def kvcache_reference(q, k_cache, v_cache, seqlens, table, causal=False, window=(-1, -1), block_shift=0):
+def kvcache_reference(q, k_cache, v_cache, seqlens, table, causal=False, window=(-1, -1), block_shift=0, alibi=None):
     B, L = q.shape[:2]
     block = k_cache.shape[1]
     out = np.zeros(q.shape[:3] + (v_cache.shape[3],), dtype=q.dtype)
@@ -186,7 +226,7 @@ def kvcache_reference(q, k_cache, v_cache, seqlens, table, causal=False, window=
         kb, vb = k_cache[blocks, t % block], v_cache[blocks, t % block]
         keep = keep_of(L, seqlens[b], causal, window)
         ob = sdpa(np.swapaxes(q[b], 0, 1)[None], np.swapaxes(kb, 0, 1)[None], np.swapaxes(vb, 0, 1)[None],
-                  attn_mask=keep, enable_gqa=q.shape[2] != k_cache.shape[2])
+                  attn_mask=keep, enable_gqa=q.shape[2] != k_cache.shape[2], alibi_slopes=slopes_of(alibi, b))
         out[b] = np.swapaxes(ob[0], 0, 1)
     return out
 
@@ -205,6 +245,22 @@ def test_a_paged_cache_reference_passes_and_a_block_off_by_one_fails(L, causal, 
                                             causal=causal, window_size=window)
     assert not bad.passed
     assert all(len(f.index) == 4 and f.index[1] < L for f in bad.failures)  # (b, i, head, column)
+
+
+def test_alibi_over_a_paged_cache_passes_in_decode_and_chunked_prefill():
+    # Key t of sequence b is at distance i + cache_seqlens[b] - L - t from query i: the keys are
+    # right-aligned in the gathered batch, so every sequence keeps its own distances.
+    for L in (1, 3):
+        q, k_cache, v_cache, seqlens, table = kvcache_case(30 + L, L=L)
+        alibi = np.random.default_rng(L).uniform(0.05, 0.5, size=(3, 4)).astype(np.float32)
+        out = kvcache_reference(q, k_cache, v_cache, seqlens, table, causal=True, alibi=alibi)
+        report = attncheck.check_attention_kvcache(out, q, k_cache, v_cache, cache_seqlens=seqlens,
+                                                   block_table=table, causal=True, alibi_slopes=alibi)
+        assert report.passed, str(report)
+        swapped = kvcache_reference(q, k_cache, v_cache, seqlens, table, causal=True, alibi=alibi[:, ::-1])
+        bad = attncheck.check_attention_kvcache(swapped, q, k_cache, v_cache, cache_seqlens=seqlens,
+                                                block_table=table, causal=True, alibi_slopes=alibi)
+        assert not bad.passed  # ALiBi's heads in reverse order
 
 
 def test_an_unpaged_cache_passes_in_fp16_and_bf16():
