@@ -275,29 +275,39 @@ template <class T, int W> struct Core {
   // that k is not a normal number. Both are dot·(σ̂/ĉ)(1 + δ1)(1 + δ2), |δ| <= u: the band's model
   // (the score's rounding, then the division's); k is one rounding of σ̂/ĉ, computed in double and
   // converted (correctly rounded in fp32 too: double rounding of a quotient is innocuous with
-  // 53 >= 2·24 + 2 bits), and a normal k keeps δ1 relative. The fold turns a division per score
-  // into a product (a 512-bit division issues once every 5-10 cycles). Then
-  // tanh(x) = sign(x)·(1 - t)/(1 + t), t = exp(-2|x|) (kernel_exp; -2|x| is exact, an overflow to
-  // -inf gives t = 0 and tanh 1; 2x is formed as fl(dot·2k) = 2·fl(dot·k), exact in the normal range). Its error, against the band's model (verify/tensor_band.cpp,
-  // Step 2's softcap: tanh_ulps u relative plus (exp_ulps + 1.5) u absolute):
+  // 53 >= 2·24 + 2 bits), and a normal k keeps δ1 relative (<= u/(1 - u) when k = the smallest
+  // normal was rounded up from below it; the band's γ's absorb that). A subnormal fl(dot·k) errs
+  // by <= 2^-150 (fp32; 2^-1075 fp64) absolutely, c·2^-150 in score units, as the division's
+  // does: inside the absolute slack below. The fold turns a division per score into a product (a
+  // 512-bit division issues once every 5-10 cycles). 2x is formed as fl(dot·2k) = 2·fl(dot·k)
+  // (exact in the normal range; finer below it; an overflow to ±inf gives ±c, off by < u). Then
+  // tanh(x) = sign(x)·(1 - t)/(1 + t), t = exp(-2|x|) (kernel_exp; an argument below exp's range
+  // gives t = 0 and tanh 1). Its error, against the band's model (verify/tensor_band.cpp, Step 2's
+  // softcap: tanh_ulps u relative plus (exp_ulps + 1.5) u absolute):
   //  - t's relative error ε, |ε| <= η = 2·kKernelExpUlps·u, moves (1 - t)/(1 + t) by at most
   //    2t|ε|/(1 + t)² <= η/2 = kKernelExpUlps·u absolutely (t in [0, 1]; max at t = 1); t flushed
   //    to 0 below exp's range errs by < 2e^-87 (fp32);
-  //  - |x| <= ln2/2: t in [1/2, 1], so 1 - t is exact (Sterbenz) and only 1 + t and the quotient
-  //    round: 2u relative; otherwise 1 - t rounds too: 3u relative (plus O(u²) both);
+  //  - t >= 1/2: 1 - t is exact (Sterbenz) and only 1 + t and the quotient round: 2u relative;
+  //    otherwise 1 - t rounds too: 3u relative (plus O(u²) both);
   //  - the quotient q = a/d (a = 1 - t, d = 1 + t in [1, 2]) is a division, correctly rounded,
   //    except in fp32 on AVX-512, where a 512-bit division issues once every 5-10 cycles: there
   //    y = vrcp14ps(d) (|y·d - 1| = |ε| < 2^-14, Intel's and AMD's architectural bound),
-  //    q0 = fl(a·y), ρ = fl(a - d·q0), q = fl(q0 + y·ρ) (Markstein's correction). Exactly,
-  //    a - d·q0 = -a(ε + δ0 + εδ0) and q0 + yρ = (a/d)(1 - ε² - εδ0(1 + ε) - (1 + ε)(ε + δ0 + εδ0)δ1):
-  //    relative error ε² + 2|ε|u + u² <= u/16 + 2^-13 u + u² before the last rounding when ρ's
-  //    product is fused (GCC contracts it), so q errs by < 1.07u. Unfused, fl(d·q0) adds one more
-  //    δ3 (the subtraction is then exact by Sterbenz: d·q0 is within 2^-13 of a), so < 2.07u;
-  //    a in {0} ∪ [2^-24, 1] and ρ ~ a·2^-14 keep everything normal;
-  //  - so |error| <= (3.01 + q's excess over u)u|tanh| + kKernelExpUlps·u <= 4.08u|tanh| +
-  //    kKernelExpUlps·u: within 4 (the default tanh_ulps) relative plus (exp_ulps + 0.08)u
-  //    absolute, leaving 1.42u of the band's 1.5u absolute (and the quotient's subnormal c·h)
-  //    unused. The product by c is the band's last rounding.
+  //    q0 = fl(a·y) = a·y(1 + δ0), ρ = fl(a - d·q0) = (a - d·q0)(1 + δρ), q = fl(q0 + y·ρ)
+  //    (Markstein's correction). Exactly, with s = ε + δ0 + εδ0, a - d·q0 = -a·s and
+  //    q0 + yρ = (a/d)(1 - εs - (1 + ε)s·δρ): relative error ε² + 2|ε|u + u² <= u/16 + 2^-13 u + u²
+  //    before the last rounding when ρ's product is fused (GCC contracts both steps), so q errs by
+  //    < 1.07u. Unfused, fl(d·q0) adds one more δ3 (the subtraction is then exact by Sterbenz: d·q0
+  //    is within 2^-13 of a), so < 2.07u; an unfused last step (fl(y·ρ), then the add) adds
+  //    <= (2^-14 + 2u)u, and both bounds hold (a review measured 1.061u and 1.999u worst over
+  //    simulated estimates at ±(1 - 2^-10)·2^-14). Normality: t <= 1 (exp of an argument <= 0), so
+  //    a is 0 or in [2^-24, 1]; q0 >= 2^-25 and d's ulp is 2^-23, so the exact residual a - d·q0
+  //    is a multiple of 2^-71: ρ is 0 or normal, and so is y·ρ;
+  //  - so |error| <= (3.01 + q's excess over u)u|tanh| + kKernelExpUlps·u <= 4.07u|tanh| +
+  //    kKernelExpUlps·u + O(u²) <= 4u|tanh| + (kKernelExpUlps + 0.08)u (|tanh| <= 1): within the
+  //    band's 4 (the default tanh_ulps) relative plus (exp_ulps + 1.5)u absolute while the band's
+  //    exp_ulps >= kKernelExpUlps - 1.42 (the defaults leave 1.42u spare, which also holds the
+  //    subnormal rounding of x). The product by c is the band's last rounding. kernel_tanh
+  //    exposes this for tests (measured worst excess 0.25u over every third fp32 in (-10, 10)).
   ATTN_INLINE static V quotient(V a, V d) {
     if constexpr (std::is_same_v<T, float> && W == 16) {
       V y;

@@ -61,8 +61,8 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     tanh.approx.f32, FlashAttention 2 and 3's fast_tanh (about 2^-11 relative), needs 8192;
     forward and LSE only, the backward refuses it). sinks:
     [Hq] float32 logits (gpt-oss, FlashAttention 4) that join each row's softmax denominator,
-    Σ_j e^{s_j} + e^{z_h}, and carry no value; forward only, with no declared kernel structure and
-    no lse. scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
+    Σ_j e^{s_j} + e^{z_h}, and carry no value; forward and LSE (log(Σ_j e^{s_j} + e^{z_h}); z_h in a
+    row without keys), with no declared kernel structure; the backward refuses them. scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
     kv head h // G. key_lengths: per batch item, keys j >= length are masked. precision: "fp64",
     "fp32", "fp16", "bf16", "fp16-math" or "bf16-math" (PyTorch's math path: the scaled Q, the
     scores and P rounded to the dtype too) (default: the inputs' dtype; an out of another dtype is noted in
@@ -130,8 +130,6 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
             raise TypeError(f"{name}: expected a bool, got {type(flag).__name__}")
     lse_values, lse_precision = _lse_arguments(lse, out_values.shape, "out", lse_base, masked_lse)
     sink_logits = _sinks(sinks, q.shape)
-    if sink_logits and lse_values is not None:
-        raise ValueError("sinks: the LSE with sinks is not certified yet (certify out alone)")
     if sink_logits and any(x is not None and x is not False for x in (key_tile, splits, single_pass or None,
                                                                        ordered or None)) or (sink_logits and sum_chunk):
         raise ValueError("sinks: declare no kernel structure (where a kernel adds the sink in its tiling is not "
@@ -166,7 +164,7 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
                                  alpha=float(alpha), structure=structure, notes=notes)
     if lse_values is not None:
         lse_notes = [f"log-sum-exp in base {'2' if lse_base == 2 else 'e'}, stored as {lse_precision}; rows without "
-                     f"keys must hold {masked_lse}; one band decides both tiers"]
+                     f"keys must hold {masked_lse if not sink_logits else 'their sink z (log e^z)'}; one band decides both tiers"]
         report.lse = Report._from_native(native["lse"], lse_index_of, int(lse_values.size), precision, seed,
                                          tier=tier, alpha=float(alpha), structure=structure, notes=lse_notes)
         report.passed = report.passed and report.lse.passed

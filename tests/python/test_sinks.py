@@ -3,7 +3,8 @@ denominator, Σ_j e^{s_j} + e^{z_h}, carrying no value): the gpt-oss reference (
 column, then dropped) and a FlashAttention-4-style one (added to the sum at the end, with the keys'
 maximum) pass in fp64, fp32 and fp16, and PyTorch 1.13 composed as gpt-oss does passes; the sink left
 out of the denominator, given a value, or in the wrong head order is caught; a row without keys is 0;
-bad sinks are refused by name."""
+the LSE log(Σ e^s + e^z) passes in both styles (z in a row without keys) and one without the sink is
+caught; bad sinks are refused by name."""
 
 import numpy as np
 import pytest
@@ -80,11 +81,44 @@ def test_pytorch_composed_as_gpt_oss_passes():
     assert report.passed, str(report)
 
 
+def lse_with_sinks(q, k, sinks, keep, style, with_sink=True):
+    """log(Σ_j e^{s_j} + e^{z}) computed in the inputs' dtype as each style computes it (a row without
+    keys: z), stored in fp32 (FlashAttention's softmax_lse)."""
+    t = q.dtype.type
+    s = (q @ np.swapaxes(k, -1, -2)) * t(1 / np.sqrt(q.shape[-1]))
+    s = np.where(keep, s, -np.inf)
+    z = np.broadcast_to(np.asarray(sinks, q.dtype)[None, :, None, None], s.shape[:-1] + (1,))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if style == "gpt-oss":
+            top = np.maximum(s.max(axis=-1, keepdims=True), z)
+        else:  # the keys' maximum, reset to 0 in a row without keys
+            top = s.max(axis=-1, keepdims=True)
+            top = np.where(np.isfinite(top), top, t(0))
+        total = np.exp(s - top).sum(axis=-1, keepdims=True) + (np.exp(z - top) if with_sink else 0)
+        return (top + np.log(total))[..., 0].astype(np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("style", ["gpt-oss", "flash4"])
+def test_the_lse_with_sinks_passes_and_without_the_sink_is_caught(dtype, style):
+    q, k, v = draw(7, dtype)
+    keep = np.random.default_rng(8).random((9, 21)) < 0.7
+    keep[4] = False  # a row without keys: its LSE is the sink's z
+    out = with_sinks(q, k, v, SINKS, keep, style)
+    lse = lse_with_sinks(q, k, SINKS, keep, style)
+    assert np.allclose(lse[:, :, 4], SINKS[None, :])
+    report = attncheck.check_attention(out, q, k, v, sinks=SINKS, attn_mask=keep, lse=lse)
+    assert report.passed, str(report)
+    wrong = lse_with_sinks(q, k, SINKS, keep, style, with_sink=False)
+    wrong[:, :, 4] = SINKS[None, :]
+    bad = attncheck.check_attention(out, q, k, v, sinks=SINKS, attn_mask=keep, lse=wrong)
+    assert not bad.passed
+
+
 @pytest.mark.parametrize("kwargs,message", [
     (dict(sinks=np.zeros(2, np.float32)), r"sinks: expected shape \(3,\)"),
     (dict(sinks=np.array([0.1, 0.2, 0.3])), "sinks: expected finite float32 values"),
     (dict(sinks=SINKS, key_tile=16), "sinks: declare no kernel structure"),
-    (dict(sinks=SINKS, lse=np.zeros((2, 3, 9), np.float32)), "sinks: the LSE with sinks is not certified yet"),
 ])
 def test_bad_sinks_are_refused_by_name(kwargs, message):
     q, k, v = draw(1)

@@ -152,7 +152,8 @@
 // log is accurate to 2·exp_ulps·u max(1, |log ℓ̂|) absolutely (a judgement, as for exp; GPU
 // intrinsics such as __logf are accurate absolutely near 1), <= 2·exp_ulps·u Λ (1 <= Λ, |log ℓ̂| <= Λ,
 // Step 7); the add rounds once, u |l̂| <= u (P + Λ); a kernel in log2 units may convert the whole
-// l̂ by a rounded ln 2, γ_2 (P + Λ). So
+// l̂ by a rounded ln 2, γ_2 (P + Λ). With a sink added after the keys (FlashAttention 4),
+// ℓ̂ holds e^{z - m} > 1 and Λ grows by P (see Lambda). So
 //   |l̂ - λ| <= min(-log1p(-M̄), max_j x_j) - log1p(-γ_D) - log1p(-F) + (γ_{c_σ+4} + γ_2) P
 //              + 2·exp_ulps·u Λ + (u + γ_2)(P + Λ)   [+ x_split + x_common with p > 1 splits].
 // Judgements: the exps and the sum of the LSE are those of the output, in `compute`, summing the
@@ -890,6 +891,21 @@ double stored_lse_band(double lse_delta, double abs_lse, const LseFormat& format
   return std::isnan(delta) ? kInfinity : delta * kSafety;
 }
 
+// A row without keys but with its sink z: λ = log e^{z} = z. A kernel returns m̂ + log ℓ̂ with ℓ̂ its
+// sum, here the one exp e^{fl(z - m̂)}(1 + ε), |ε| <= η = 2·exp_ulps·u, against m̂ = z (the running
+// max started at the sink: argument 0, ℓ̂ = 1 exactly and l̂ = z) or m̂ = 0 (a maximum reset for a
+// row with no key, FlashAttention 4's: argument z, exact). Then log ℓ̂ = z + log(1 + ε), within
+// η' = -log1p(-η) of z, plus log's own 2·exp_ulps·u·max(1, |log ℓ̂|) <= 2·exp_ulps·u·(max(1, |z|) + η')
+// (as in Step L), and the add m̂ + log ℓ̂ rounds once, u·(|z| + δ). So
+//   δ <= (η' + 2·exp_ulps·u·(max(1, |z|) + η') + u|z|) / (1 - u)   (with the add's u on δ itself).
+double sink_only_lse_band(double z, const Arithmetic& arithmetic) {
+  const double u = format_of(arithmetic.compute).unit;
+  const double eta = 2 * arithmetic.exp_ulps * u, eta_prime = -std::log1p(-eta);
+  const double delta = (eta_prime + 2 * arithmetic.exp_ulps * u * (std::max(1.0, std::fabs(z)) + eta_prime) +
+                        u * std::fabs(z)) / (1 - u);
+  return std::isnan(delta) ? kInfinity : delta * kSafety;
+}
+
 std::vector<std::size_t> overlap_blocks(const std::vector<double>& lo, const std::vector<double>& hi) {
   if (lo.size() != hi.size()) throw ContractError("overlap_blocks: lo and hi differ in size");
   return link(lo, hi);
@@ -953,7 +969,10 @@ TierBands tensor_row_tier_bands(const RowTerms& t, const Arithmetic& arithmetic,
   const double chain = tiles * eta_prime;  // T η'
   // Step 7: the split terms (zero without splits).
   const bool split = splits > 1;
-  const double Lambda = P + std::log(k) + 1 + g2 * P + chain;
+  // With a sink, FlashAttention 4 adds e^{z - m} after the keys with m the keys' maximum, not the
+  // sink's: ℓ may reach k·e^{z - m} <= k·e^{2P} (z <= P and m >= -P: the sink is one of the keys
+  // P bounds), so every log ℓ the derivation bounds by Λ is bounded by Λ + P instead.
+  const double Lambda = P + std::log(k) + 1 + g2 * P + chain + (t.sink ? P : 0.0);
   const double log_terms = (2 * arithmetic.exp_ulps + 5) * u;
   const double x_split = split ? eta_prime + log_terms * Lambda : 0.0;
   const double x_common =

@@ -103,6 +103,7 @@ struct RowTerms {
   bool scale_defaulted = true;  ///< the scale is 1/√E computed by the implementation (one more rounding)
   bool computed_bias = false;   ///< the bias is ALiBi's, formed by the kernel (ScoreErrorModel)
   double softcap = 0;           ///< c of c·tanh(s/c) (0 off), applied by the kernel before the bias
+  bool sink = false;            ///< one of the keys is the row's sink (score z, value 0): Λ widens (Step L)
 };
 
 /// Steps 1, 2 and 2' of the derivation (tensor_band.cpp): for one row, a bound e_j >= |ŝ_j - s_j| on
@@ -142,7 +143,8 @@ struct TierBands {
                                     ///< never above `certified`; empty when no λ was given
   /// δ of the row's log-sum-exp log Σ_j e^{s_j} in natural units, as the kernel computes it (Step L of
   /// the derivation), before it is stored (stored_lse_band); one tier: the statistical verdict uses
-  /// it too. 0 for a row without keys (its LSE must be exactly ∓inf); +inf when unbounded.
+  /// it too. 0 for a row without keys (its LSE must be exactly ∓inf, or z with a sink); +inf when
+  /// unbounded.
   double lse = 0;
 };
 
@@ -158,6 +160,11 @@ struct LseFormat {
 /// base 2 (one rounding, and log2 e's) and the rounding to storage when it is coarser than compute.
 /// `abs_lse`: an upper bound of |exact LSE| in natural units.
 [[nodiscard]] double stored_lse_band(double lse_delta, double abs_lse, const LseFormat& format, DType compute);
+
+/// δ, in natural units before storage (stored_lse_band), of the LSE of a row whose only term is its
+/// sink z: λ = z, computed as m + log e^{z - m} against m = z or m = 0 (a kernel that resets an
+/// empty row's maximum), in `arithmetic.compute` with its exp_ulps (derivation beside it).
+[[nodiscard]] double sink_only_lse_band(double z, const Arithmetic& arithmetic);
 
 /// Model S's blocks of operations that may repeat one another (tensor_band.cpp, Model S): single
 /// linkage of the intervals [lo_k, hi_k] (overlapping ones chained into one block, as the forward's

@@ -242,6 +242,7 @@ void band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure& e, 
   t.scale_defaulted = !p.scale.has_value();
   t.computed_bias = !p.alibi_slopes.empty();
   t.softcap = p.softcap;
+  t.sink = has_sinks(p);
   const RowIndex r = row_index(p, row);
   const std::size_t kv = kv_head_of(p, r.h);
   double top_lower = -kInf;  // the largest score is at least every score's lower end
@@ -432,7 +433,8 @@ FineEnclosure in_base2(const FineEnclosure& e) {
   return out;
 }
 
-// One LSE row: a row without keys holds exactly the declared infinity; one with keys a finite value
+// One LSE row: a row without keys holds exactly the declared infinity (with a sink: z, certified);
+// one with keys a finite value
 // within stored_lse_band of the exact LSE (certified rows), refined to δ/1000 as certify_row does.
 void certify_lse_row(const TensorProblem& p, std::span<const double> lse, std::size_t row, bool certify,
                      const CertifyOptions& options, const LseFormat& format, RowOutcome& outcome,
@@ -442,6 +444,22 @@ void certify_lse_row(const TensorProblem& p, std::span<const double> lse, std::s
   const auto fail = [&](const char* reason) {
     outcome.failures.push_back({{r.b, r.h, r.i, 0}, got, {0, 0}, 0, 0, 0, kInf, kInf, reason});
   };
+  if (!row_has_keys(p, row) && has_sinks(p)) {
+    // No key, but the sink: λ = log e^{z} = z, within sink_only_lse_band as a kernel computes it
+    // (its maximum started at z, or reset to 0); in base 2 z / ln 2 and a coarser storage rounds
+    // once more (stored_lse_band).
+    if (std::isnan(got)) return fail("NaN");
+    if (std::isinf(got)) return fail("Inf");
+    if (!certify) return;
+    const double z = sink_of(p, r.h);
+    const FineEnclosure natural{z, 0, 0};
+    const double delta = stored_lse_band(sink_only_lse_band(z, options.arithmetic), std::fabs(z), format,
+                                         options.arithmetic.compute);
+    outcome.certified = true;
+    detail::judge(outcome, {r.b, r.h, r.i, 0}, got, format.base2 ? in_base2(natural) : natural, delta, delta, delta,
+                  delta, format.storage);
+    return;
+  }
   if (!row_has_keys(p, row)) {
     const double expected = format.masked_plus_inf ? kInf : -kInf;
     if (got != expected) fail(format.masked_plus_inf ? "masked row LSE not +inf" : "masked row LSE not -inf");
@@ -490,7 +508,6 @@ void certify_lse_row(const TensorProblem& p, std::span<const double> lse, std::s
 TensorReport certify_lse(const TensorProblem& p, std::span<const double> lse, const CertifyOptions& options,
                          const LseFormat& format) {
   if (auto ok = validate(p); !ok) throw ContractError("certify_lse: " + ok.error().message);
-  if (has_sinks(p)) throw ContractError("certify_lse: sinks: the LSE with sinks is not certified yet");
   if (const std::string error = structure_error(options.arithmetic.structure); !error.empty())
     throw ContractError("certify_lse: " + error);
   const std::size_t total = p.batch * p.q_heads * p.L;
@@ -511,7 +528,6 @@ std::pair<TensorReport, TensorReport> certify_tensor_and_lse(const TensorProblem
                                                              std::span<const double> lse,
                                                              const CertifyOptions& options, const LseFormat& format) {
   if (auto ok = validate(p); !ok) throw ContractError("certify_tensor_and_lse: " + ok.error().message);
-  if (has_sinks(p)) throw ContractError("certify_tensor_and_lse: sinks: the LSE with sinks is not certified yet");
   const std::size_t total = p.batch * p.q_heads * p.L;
   if (output.size() != total * p.Ev) throw ContractError("certify_tensor_and_lse: output size is not B·Hq·L·Ev");
   if (lse.size() != total) throw ContractError("certify_tensor_and_lse: LSE size is not B·Hq·L");

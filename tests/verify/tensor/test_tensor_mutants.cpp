@@ -55,6 +55,8 @@ struct Kernel {
   bool softcap_ignored = false;     ///< bug: no softcap
   bool sink_left_out = false;       ///< bug: the sink not in the denominator
   bool sink_heads_reversed = false; ///< bug: head h takes sink Hq - 1 - h
+  bool lse_without_sink = false;    ///< bug: the LSE taken before the sink joins the sum
+  bool lse_keyless_minus_inf = false;  ///< bug: a row without keys returns LSE -inf though its sink is there
 };
 
 // The bias the kernel adds to a scaled score: the problem's (additive mask or ALiBi), or ALiBi's as
@@ -93,7 +95,11 @@ bool kernel_takes_part(const TensorProblem& p, const TensorProblem& windowless, 
   return takes_part(p, b, h, i, j);
 }
 
-template <class T> std::vector<double> run_kernel(const TensorProblem& p, const Kernel& k) {
+// The output, and with `lse` the natural log-sum-exp per row in fp32 (FlashAttention's softmax_lse;
+// -inf for a row without keys or sink; with a sink and no key, z: the three-step's maximum is z, the
+// tiled kernel resets its maximum to 0 as FlashAttention 4 does).
+template <class T>
+std::vector<double> run_kernel(const TensorProblem& p, const Kernel& k, std::vector<double>* lse = nullptr) {
   const T inf = std::numeric_limits<T>::infinity();
   const T scale = p.scale ? static_cast<T>(*p.scale) : T(1) / std::sqrt(static_cast<T>(p.E));
   const std::size_t group = p.q_heads / p.kv_heads;
@@ -104,6 +110,10 @@ template <class T> std::vector<double> run_kernel(const TensorProblem& p, const 
   const auto round_p = [&](T x) -> T { return k.p_in_bf16 ? static_cast<T>(round_to(DType::bf16, x)) : x; };
   const auto round_acc = [&](T x) -> T { return k.accumulate_in_fp16 ? static_cast<T>(round_to(DType::fp16, x)) : x; };
   std::vector<double> out(p.batch * p.q_heads * p.L * p.Ev, 0.0);
+  if (lse != nullptr) lse->assign(p.batch * p.q_heads * p.L, -HUGE_VAL);
+  const auto store_lse = [&](std::size_t b, std::size_t h, std::size_t i, T value) {
+    if (lse != nullptr) (*lse)[(b * p.q_heads + h) * p.L + i] = round_to(DType::fp32, static_cast<double>(value));
+  };
   std::vector<T> score(p.S), weight(p.S), acc(p.Ev);
   std::vector<bool> part(p.S);
   TensorProblem windowless = p;
@@ -145,6 +155,11 @@ template <class T> std::vector<double> run_kernel(const TensorProblem& p, const 
           T m = z;
           for (std::size_t j = 0; j < p.S; ++j) m = std::max(m, score[j]);
           if (m != -inf) {
+            T key_sum = 0;
+            for (std::size_t j = 0; j < p.S; ++j) key_sum += part[j] ? expo(score[j] - m) : T(0);
+            const bool keyless = key_sum == 0 && m == z;
+            if (k.lse_keyless_minus_inf && keyless) store_lse(b, h, i, -inf);
+            else store_lse(b, h, i, m + std::log(k.lse_without_sink && !keyless ? key_sum : key_sum + (sink ? expo(z - m) : T(0))));
             if (sink) sum += expo(z - m);
             for (std::size_t j = 0; j < p.S; ++j) {
               weight[j] = part[j] ? expo(score[j] - m) : T(0);
@@ -187,7 +202,13 @@ template <class T> std::vector<double> run_kernel(const TensorProblem& p, const 
           }
           m = m_new;
         }
+        const T key_sum = sum;
         if (sink && m != -inf) sum += expo(z - m);  // after the keys, with their maximum
+        if (m != -inf) {
+          store_lse(b, h, i, m + std::log(k.lse_without_sink ? key_sum : sum));
+        } else if (sink && !k.lse_keyless_minus_inf) {
+          store_lse(b, h, i, T(0) + std::log(expo(z - T(0))));  // the maximum reset to 0
+        }
         for (std::size_t c = 0; c < p.Ev; ++c) {
           const T y = (m == -inf && !k.masked_row_nan) ? T(0) : acc[c] / sum;
           out[tensor_index(p, p.q_heads, p.L, p.Ev, b, h, i, c)] = round_to(p.dtype, static_cast<double>(y));
@@ -444,7 +465,6 @@ TEST(TensorMutantZoo, CorrectKernelsPass) {
     const TensorProblem p64 = make_problem(s, DType::fp64);
     ASSERT_TRUE(validate(p64).ok()) << describe(s, DType::fp64) << ": " << validate(p64).error().message;
     check(fp64, s, p64, run_kernel<double>(p64, fp64), "fp64");
-    if (p32.softcap > 0 || has_sinks(p32)) continue;  // the production kernel has no softcap or sinks yet
     KernelStatus status = KernelStatus::ok;
     check(flash32, s, p32, testing_support::run_flash<float>(p32, flash_run, &status), "fp32");
     EXPECT_EQ(status, KernelStatus::ok) << describe(s, DType::fp32);
@@ -544,6 +564,57 @@ TEST(TensorMutantZoo, EveryMutantIsCaught) {
     EXPECT_GT(caught, 0u) << k.name << " passed every problem; max |err|/δ = " << best_usage;
   }
   std::printf("mutants: %.2f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+}
+
+// The LSE with sinks, log(Σ_j e^{s_j} + e^{z}): both forms (the sink as a softmax column, so the
+// maximum includes it; FlashAttention 4's, the keys' maximum with the sink added at the end) pass in
+// fp32 and fp64 on the sink problems, on rows without keys (LSE z) and with sinks far above every
+// score (z = 60: FlashAttention 4's log ℓ ≈ z - m, beyond the keys' Λ); the sink left out of the LSE
+// and -inf for a keyless row with its sink are caught.
+TEST(TensorMutantZoo, LseWithSinksIsCertifiedAndItsBugsCaught) {
+  std::vector<Spec> sink_specs;
+  for (const Spec& s : specs())
+    if (s.sinks) sink_specs.push_back(s);
+  ASSERT_GE(sink_specs.size(), 2u);
+  const Kernel three_step{.name = "three-step"}, tiled{.name = "tiled (tile 8)", .tile = 8};
+  const Kernel without{.name = "LSE without the sink", .tile = 8, .lse_without_sink = true};
+  const Kernel keyless{.name = "keyless row LSE -inf", .lse_keyless_minus_inf = true};
+  std::size_t keyless_rows = 0, without_caught = 0, keyless_caught = 0;
+  for (const Spec& base : sink_specs) {
+    for (const double dominating : {0.0, 60.0}) {
+      for (const DType dtype : {DType::fp32, DType::fp64}) {
+        TensorProblem p = make_problem(base, dtype);
+        if (dominating > 0) std::fill(p.sinks.begin(), p.sinks.end(), dominating);
+        keyless_rows += dtype == DType::fp32 && dominating == 0 ? empty_rows(p) : 0;
+        const CertifyOptions options = options_for(dtype == DType::fp32 ? "fp32" : "fp64");
+        for (const Kernel* k : {&three_step, &tiled}) {
+          std::vector<double> lse;
+          const std::vector<double> out = dtype == DType::fp32 ? run_kernel<float>(p, *k, &lse)
+                                                               : run_kernel<double>(p, *k, &lse);
+          const auto [o, l] = certify_tensor_and_lse(p, out, lse, options);
+          EXPECT_TRUE(o.passed) << k->name << " on " << describe(base, dtype) << " z " << dominating << ": "
+                                << o.summary();
+          EXPECT_TRUE(l.passed) << k->name << " LSE on " << describe(base, dtype) << " z " << dominating << ": "
+                                << l.summary();
+          std::printf("%-14s | %-52s z %4.0f | LSE usage max %.3g\n", k->name.c_str(), describe(base, dtype).c_str(),
+                      dominating, l.max_band_usage);
+        }
+        if (dtype != DType::fp32) continue;
+        for (const Kernel* k : {&without, &keyless}) {
+          std::vector<double> lse;
+          const std::vector<double> out = run_kernel<float>(p, *k, &lse);
+          const TensorReport l = certify_tensor_and_lse(p, out, lse, options).second;
+          (k == &without ? without_caught : keyless_caught) += l.passed ? 0 : 1;
+          if (!l.passed)
+            std::printf("%-22s caught on %s z %.0f: %s\n", k->name.c_str(), describe(base, dtype).c_str(), dominating,
+                        l.failures.front().reason.c_str());
+        }
+      }
+    }
+  }
+  EXPECT_GT(keyless_rows, 0u) << "no sink problem has a row without keys";
+  EXPECT_GT(without_caught, 0u) << "the LSE without the sink passed every problem";
+  EXPECT_GT(keyless_caught, 0u) << "a keyless row's LSE -inf passed every problem";
 }
 
 }  // namespace
