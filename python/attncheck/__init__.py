@@ -27,7 +27,7 @@ import numpy as np
 
 from . import _attncheck
 from ._inputs import ALIGNMENTS, PRECISION_OF_DTYPE, PRECISIONS, as_exact_array, check_int, check_shapes
-from ._inputs import mask_to_rank4, to_rank4
+from ._inputs import mask_to_rank4, require_finite, to_rank4
 from ._report import Failure, Report, Verdict
 from ._backward import BackwardReport, assert_attention_grads_close, check_attention_autograd
 from ._backward import check_attention_backward
@@ -204,6 +204,8 @@ def _sdpa_call(out_values, out_name, query, key, value, attn_mask, is_causal, ca
     if v_dtype != k_dtype:
         raise TypeError(f"value: dtype {v_dtype} differs from the key's {k_dtype} (key and value share one storage "
                         f"format; the query's may differ)")
+    for values, name in ((q, "query"), (k, "key"), (v, "value")):
+        require_finite(values, name)
     if not isinstance(enable_gqa, (bool, np.bool_)):
         raise TypeError(f"enable_gqa: expected a bool, got {type(enable_gqa).__name__}")
     to_rank4(q.shape, "query")  # a query of rank 2, 3 or 4, named as such before the others
@@ -216,6 +218,7 @@ def _sdpa_call(out_values, out_name, query, key, value, attn_mask, is_causal, ca
     if attn_mask is not None:
         mask, mask_dtype = as_exact_array(attn_mask, "attn_mask", allow_bool=True)
         mask_kind = "boolean" if mask_dtype == "bool" else "additive"
+        require_finite(mask, "attn_mask", allow_minus_inf=True)
         mask = mask.reshape(mask_to_rank4(mask.shape, q.ndim))
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
         raise TypeError(f"scale: expected a float or None, got {type(scale).__name__}")

@@ -8,6 +8,7 @@ error is one line on stderr. The report's summary goes to stdout, its JSON to --
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import numpy as np
@@ -84,12 +85,33 @@ def _parser() -> argparse.ArgumentParser:
 
 def _load(path: str):
     try:
+        with open(path, "rb") as file:
+            magic = file.read(6)
+    except OSError as error:
+        raise ValueError(f"{path}: {error.strerror}") from None
+    if magic != b"\x93NUMPY":
+        raise ValueError(f"{path}: not a .npy file (expected the format numpy.save writes, which starts with "
+                         f"\\x93NUMPY; save each array of an .npz archive on its own)")
+    try:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as error:
         raise ValueError(f"{path}: {error}") from None
 
 
+def _writable(path: str) -> None:
+    """ValueError unless `path` can be written (checked before any verdict is printed)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"{path}: is a directory")
+    if not os.path.isdir(directory):
+        raise ValueError(f"{path}: its directory {directory} does not exist")
+    if not os.access(path if os.path.exists(path) else directory, os.W_OK):
+        raise ValueError(f"{path}: not writable")
+
+
 def _check(args) -> int:
+    if args.json:
+        _writable(args.json)
     arrays = {name: _load(getattr(args, name)) for name in ("query", "key", "value", "out")}
     mask = _load(args.attn_mask) if args.attn_mask else None
     lse = _load(args.lse) if args.lse else None
@@ -109,13 +131,13 @@ def _check(args) -> int:
                              splits=args.splits, ordered=args.ordered, accumulator=args.accumulator,
                              query_in_storage=args.query_in_storage or None, lse=lse,
                              lse_base=2 if args.lse_base == "2" else None, masked_lse=args.masked_lse)
-    print(report)
-    if args.json:
+    if args.json:  # written before the verdict is printed: a failed write prints no verdict
         try:
             with open(args.json, "w", encoding="utf-8") as file:
                 file.write(report.to_json(indent=1) + "\n")
         except OSError as error:
             raise ValueError(f"{args.json}: {error.strerror}") from None
+    print(report)
     if not report.passed:
         if report.failure_count:
             print(f"attncheck: FAILED, {report.failure_count} element(s); worst at {report.worst.describe()}",

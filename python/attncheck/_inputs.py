@@ -35,7 +35,8 @@ def as_exact_array(x, name: str, *, allow_bool: bool = False):
         if dtype == "bool" and allow_bool:
             return tensor.numpy().astype(np.float64), "bool"
         if dtype not in PRECISION_OF_DTYPE:
-            raise TypeError(f"{name}: dtype torch.{dtype} is not supported (float64, float32, float16, bfloat16)")
+            raise TypeError(f"{name}: dtype torch.{dtype} is not supported (float64, float32, float16, bfloat16)"
+                            f"{_integer_mask_hint(dtype, allow_bool)}")
         if dtype == "bfloat16":
             tensor = tensor.float()  # exact: every bfloat16 is a float32
         return np.asarray(tensor.numpy(), dtype=np.float64), dtype
@@ -44,9 +45,30 @@ def as_exact_array(x, name: str, *, allow_bool: bool = False):
         if dtype == "bool" and allow_bool:
             return x.astype(np.float64), "bool"
         if dtype not in PRECISION_OF_DTYPE:
-            raise TypeError(f"{name}: dtype {dtype} is not supported (float64, float32, float16; bfloat16 as a torch tensor)")
+            raise TypeError(f"{name}: dtype {dtype} is not supported (float64, float32, float16; bfloat16 as a torch "
+                            f"tensor){_integer_mask_hint(dtype, allow_bool)}")
         return x.astype(np.float64), dtype
     raise TypeError(f"{name}: expected a numpy array or a torch tensor, got {type(x).__name__}")
+
+
+def _integer_mask_hint(dtype: str, mask: bool) -> str:
+    """For a mask of integers: which of the two meanings to pass."""
+    if not mask or not (dtype.startswith("int") or dtype.startswith("uint")):
+        return ""
+    return ("; an integer mask is ambiguous: pass mask.astype(bool) (True = the key takes part) or a float "
+            "additive mask (0 and -inf)")
+
+
+def require_finite(values: np.ndarray, name: str, *, allow_minus_inf: bool = False) -> None:
+    """ValueError naming the first element that is NaN or infinite (-inf allowed in an additive mask),
+    with its index in the tensor's own shape."""
+    bad = np.isnan(values) | (values == np.inf) | (~np.isfinite(values) if not allow_minus_inf else False)
+    if not bad.any():
+        return
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad.reshape(-1))), values.shape))
+    what = "NaN" if np.isnan(values[index]) else "+inf" if values[index] > 0 else "-inf"
+    raise ValueError(f"{name}: element {index} of shape {list(values.shape)} is {what} (inputs must be finite"
+                     f"{'; -inf only' if allow_minus_inf else ''})")
 
 
 def to_rank4(shape: tuple, name: str) -> tuple:

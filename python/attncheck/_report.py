@@ -26,6 +26,9 @@ class Failure(NamedTuple):
             return f"index {self.index}: {self.reason}, got {_number(self.got)}"
         if not math.isfinite(self.got):  # where the value must be exactly 0: no distance in ulps
             return f"index {self.index}: {self.reason}, got {_number(self.got)}, exact {_number(self.exact)}"
+        if self.exact == 0:  # ulps of an exact 0 mean nothing: the absolute error against the band
+            return (f"index {self.index}: {self.reason}, got {_number(self.got)}, exact 0, |error| "
+                    f"{_number(abs(self.got))} against the band {_number(self.band)}")
         return (f"index {self.index}: {self.reason}, got {_number(self.got)}, exact {_number(self.exact)}, "
                 f"band {_number(self.band)}, {_number(self.ulps)} ulps")
 

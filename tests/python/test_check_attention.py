@@ -222,7 +222,11 @@ def test_non_finite_inputs_are_value_errors():
     q, k, v = random_problem(np.float32)
     out = sdpa(q, k, v)
     k[0, 0, 0, 0] = np.inf
-    with pytest.raises(ValueError, match="key: element 0 is not finite"):
+    with pytest.raises(ValueError, match=r"key: element \(0, 0, 0, 0\) of shape \[.*\] is \+inf"):
+        attncheck.check_attention(out, q, k, v)
+    k[0, 0, 0, 0] = 0
+    q[0, 1, 2, 3] = np.nan  # named in the tensor's own shape, not as a flat index
+    with pytest.raises(ValueError, match=r"query: element \(0, 1, 2, 3\) of shape \[.*\] is NaN"):
         attncheck.check_attention(out, q, k, v)
 
 
@@ -412,3 +416,15 @@ def test_lse_argument_errors_name_the_argument():
         attncheck.check_attention(out, q, k, v, enable_gqa=True, lse=lse, lse_base=10)
     with pytest.raises(ValueError, match="masked_lse"):
         attncheck.check_attention(out, q, k, v, enable_gqa=True, lse=lse, masked_lse="nan")
+
+
+def test_a_failure_where_the_exact_value_is_zero_reports_no_ulps():
+    # V's column 0 is zero: the exact output there is 0, and ulps of 0 mean nothing.
+    q, k, v = random_problem(np.float32)
+    v[..., 0] = 0
+    out = sdpa(q, k, v)
+    out[0, 0, 0, 0] = np.float32(1e-3)
+    report = attncheck.check_attention(out, q, k, v)
+    assert not report.passed
+    text = report.worst.describe()
+    assert "exact 0, |error| 0.001" in text and "ulps" not in text, text

@@ -83,7 +83,7 @@ def test_bad_input_exits_3_with_one_line(files):
     np.save(files / "short.npy", np.zeros((1, 2, 6, 7), dtype=np.float32))
     for args, reason in [
         (["--query", "missing.npy"], "missing.npy"),
-        (["--key", "broken.npy"], "broken.npy"),
+        (["--key", "broken.npy"], "broken.npy: not a .npy file"),
         (["--out", "short.npy"], "out: shape [1, 2, 6, 7] should be [1, 2, 6, 8]"),
         (["--key-lengths", "3,4"], "key_lengths"),
         (["--json", "no/such/dir/r.json"], "no/such/dir/r.json"),
@@ -91,6 +91,14 @@ def test_bad_input_exits_3_with_one_line(files):
         result = run(*ARGS, *args, cwd=files)
         assert result.returncode == 3, (args, result.stderr)
         assert reason in result.stderr and result.stderr.count("\n") == 1, result.stderr
+        assert result.stdout == "", (args, result.stdout)  # no verdict printed before the error
+
+
+def test_an_integer_mask_gets_the_hint_to_use_bool(files):
+    np.save(files / "int_mask.npy", np.load(files / "m.npy").astype(np.int64))
+    result = run(*ARGS[:-1], "int_mask.npy", cwd=files)
+    assert result.returncode == 3
+    assert "attn_mask: dtype int64 is not supported" in result.stderr and "mask.astype(bool)" in result.stderr
 
 
 def test_an_fp16_cache_with_the_ggml_declarations(tmp_path):

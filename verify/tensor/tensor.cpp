@@ -34,6 +34,23 @@ std::string shape_text(std::span<const std::size_t> dims) {
   return out + "]";
 }
 
+}  // namespace
+
+std::string element_name(std::span<const std::size_t> dims, std::size_t k) {
+  std::vector<std::size_t> index(dims.size());
+  for (std::size_t d = dims.size(); d-- > 0;) index[d] = k % dims[d], k /= dims[d];
+  std::string text = "(";
+  for (std::size_t d = 0; d < index.size(); ++d) text += (d ? ", " : "") + std::to_string(index[d]);
+  return text + ") of " + shape_text(dims);
+}
+
+std::vector<std::size_t> stored_dims(const TensorProblem& p, std::size_t heads, std::size_t rows, std::size_t width) {
+  if (p.layout == AxisOrder::batch_seq_head) return {p.batch, rows, heads, width};
+  return {p.batch, heads, rows, width};
+}
+
+namespace {
+
 Result<Ok, Error> check_values(std::string_view name, const std::vector<double>& values,
                                std::span<const std::size_t> dims, DType dtype, bool allow_minus_inf) {
   const std::size_t expected = product(dims);
@@ -41,14 +58,16 @@ Result<Ok, Error> check_values(std::string_view name, const std::vector<double>&
     return Error{std::string(name) + ": shape " + shape_text(dims) + " needs " + std::to_string(expected) +
                  " values, got " + std::to_string(values.size())};
   }
+  const auto at = [&](std::size_t k) { return element_name(dims, k); };
   for (std::size_t k = 0; k < values.size(); ++k) {
     const double x = values[k];
     const bool minus_inf = allow_minus_inf && x == -std::numeric_limits<double>::infinity();
     if (!minus_inf && !std::isfinite(x)) {
-      return Error{std::string(name) + ": element " + std::to_string(k) + " is not finite"};
+      return Error{std::string(name) + ": element " + at(k) + " is " + (std::isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf") +
+                   " (inputs must be finite" + (allow_minus_inf ? "; -inf only" : "") + ")"};
     }
     if (!minus_inf && round_to(dtype, x) != x) {
-      return Error{std::string(name) + ": element " + std::to_string(k) + " is not representable in " +
+      return Error{std::string(name) + ": element " + at(k) + " is not representable in " +
                    std::string(dtype_name(dtype))};
     }
   }
@@ -111,17 +130,17 @@ Result<Ok, Error> validate(const TensorProblem& p) {
     return Error{"key: its " + std::to_string(p.kv_heads) + " heads do not divide the query's " +
                  std::to_string(p.q_heads) + " heads"};
   }
-  if (auto ok = check_values("query", p.query, std::vector<std::size_t>{p.batch, p.q_heads, p.L, p.E}, p.dtype, false);
+  if (auto ok = check_values("query", p.query, stored_dims(p, p.q_heads, p.L, p.E), p.dtype, false);
       !ok) {
     return ok;
   }
   if (auto ok =
-          check_values("key", p.key, std::vector<std::size_t>{p.batch, p.kv_heads, p.S, p.E}, kv_format(p), false);
+          check_values("key", p.key, stored_dims(p, p.kv_heads, p.S, p.E), kv_format(p), false);
       !ok) {
     return ok;
   }
   if (auto ok =
-          check_values("value", p.value, std::vector<std::size_t>{p.batch, p.kv_heads, p.S, p.Ev}, kv_format(p), false);
+          check_values("value", p.value, stored_dims(p, p.kv_heads, p.S, p.Ev), kv_format(p), false);
       !ok) {
     return ok;
   }

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -111,6 +112,13 @@ struct RowIndex {
   std::size_t b = 0, h = 0, i = 0;
 };
 [[nodiscard]] RowIndex row_index(const TensorProblem& problem, std::size_t row);
+
+/// The dimensions of a [B, heads, rows, width] tensor as it is stored: [B, rows, heads, width] in the
+/// batch_seq_head layout.
+[[nodiscard]] std::vector<std::size_t> stored_dims(const TensorProblem& problem, std::size_t heads, std::size_t rows,
+                                                   std::size_t width);
+/// Flat element k of a row-major tensor of `dims` named in its own shape: "(b, h, i, c) of [B, H, L, E]".
+[[nodiscard]] std::string element_name(std::span<const std::size_t> dims, std::size_t k);
 
 /// Does any key take part in the row? (A row without one is exactly zero.)
 [[nodiscard]] bool row_has_keys(const TensorProblem& problem, std::size_t row);

@@ -40,7 +40,9 @@ Result<Ok, Error> validate_dout(const TensorProblem& p, std::span<const double> 
     return Error{"dout: expected " + std::to_string(expected) + " values (the output's [B, Hq, L, Ev]), got " +
                  std::to_string(dout.size())};
   for (std::size_t n = 0; n < dout.size(); ++n) {
-    if (!std::isfinite(dout[n])) return Error{"dout: element " + std::to_string(n) + " is not finite"};
+    if (!std::isfinite(dout[n]))
+      return Error{"dout: element " + element_name(stored_dims(p, p.q_heads, p.L, p.Ev), n) + " is " +
+                   (std::isnan(dout[n]) ? "NaN" : dout[n] > 0 ? "+inf" : "-inf") + " (it must be finite)"};
   }
   return Ok{};
 }

@@ -1229,7 +1229,7 @@ Result<Ok, Error> validate_backward(const TensorProblem& p, std::span<const doub
   if (auto ok = validate_dout(p, dout); !ok) return ok;
   for (std::size_t n = 0; n < dout.size(); ++n)
     if (round_to(p.dtype, dout[n]) != dout[n])
-      return Error{"dout: element " + std::to_string(n) + " is not representable in " + std::string(dtype_name(p.dtype)) +
+      return Error{"dout: element " + element_name(stored_dims(p, p.q_heads, p.L, p.Ev), n) + " is not representable in " + std::string(dtype_name(p.dtype)) +
                    " (a kernel reads dout in its output's format)"};
   const std::size_t rows = p.batch * p.q_heads * p.L;
   if (!inputs.out.empty() && inputs.out.size() != rows * p.Ev)

@@ -152,8 +152,9 @@
 // log is accurate to 2·exp_ulps·u max(1, |log ℓ̂|) absolutely (a judgement, as for exp; GPU
 // intrinsics such as __logf are accurate absolutely near 1), <= 2·exp_ulps·u Λ (1 <= Λ, |log ℓ̂| <= Λ,
 // Step 7); the add rounds once, u |l̂| <= u (P + Λ); a kernel in log2 units may convert the whole
-// l̂ by a rounded ln 2, γ_2 (P + Λ). With a sink added after the keys (FlashAttention 4),
-// ℓ̂ holds e^{z - m} > 1 and Λ grows by P (see Lambda). So
+// l̂ by a rounded ln 2, γ_2 (P + Λ). With a sink added after the keys (FlashAttention 4, also to
+// split 0 of its split-KV with that split's maximum), e^{z - m} may exceed 1, ℓ̂ reaching k·e^{2P}:
+// Λ grows by P (see Lambda), in the output's band (x_split, x_common) as in the LSE's. So
 //   |l̂ - λ| <= min(-log1p(-M̄), max_j x_j) - log1p(-γ_D) - log1p(-F) + (γ_{c_σ+4} + γ_2) P
 //              + 2·exp_ulps·u Λ + (u + γ_2)(P + Λ)   [+ x_split + x_common with p > 1 splits].
 // Judgements: the exps and the sum of the LSE are those of the output, in `compute`, summing the
@@ -891,18 +892,30 @@ double stored_lse_band(double lse_delta, double abs_lse, const LseFormat& format
   return std::isnan(delta) ? kInfinity : delta * kSafety;
 }
 
-// A row without keys but with its sink z: λ = log e^{z} = z. A kernel returns m̂ + log ℓ̂ with ℓ̂ its
-// sum, here the one exp e^{fl(z - m̂)}(1 + ε), |ε| <= η = 2·exp_ulps·u, against m̂ = z (the running
-// max started at the sink: argument 0, ℓ̂ = 1 exactly and l̂ = z) or m̂ = 0 (a maximum reset for a
-// row with no key, FlashAttention 4's: argument z, exact). Then log ℓ̂ = z + log(1 + ε), within
-// η' = -log1p(-η) of z, plus log's own 2·exp_ulps·u·max(1, |log ℓ̂|) <= 2·exp_ulps·u·(max(1, |z|) + η')
-// (as in Step L), and the add m̂ + log ℓ̂ rounds once, u·(|z| + δ). So
-//   δ <= (η' + 2·exp_ulps·u·(max(1, |z|) + η') + u|z|) / (1 - u)   (with the add's u on δ itself).
+// A row without keys but with its sink z: λ = log e^{z} = z. A kernel returns m̂ + log ℓ̂ (natural
+// units, or (m̂₂ + log2 ℓ̂)·ln 2 from log2 units) where ℓ̂ = e^{fl(z - m̂)}(1 + ε), |ε| <= η =
+// 2·exp_ulps·u. The contract: m̂ is z through at most five roundings in compute (FlashAttention 4
+// sets its row maximum to z·log2 e, or z·log2 e / scale_log2, then subtracts it from the rounded z
+// with an FMA residual and converts back by ln 2), or m̂ = 0 (a maximum reset for a row with no key)
+// while e^{z} is normal in compute; a maximum left at another row's value is outside it. Then
+//  - m̂ = z(1 + θ_5): |m̂ - z| <= γ_5|z|, and the argument z - m̂ is formed within u|z - m̂| (or
+//    exactly: m̂ = 0, or Sterbenz), so log ℓ̂ = (z - m̂)(1 + θ_1) + log(1 + ε);
+//  - log(1 + ε) is within η' = -log1p(-η); log's own error is 2·exp_ulps·u·max(1, |log ℓ̂|) with
+//    |log ℓ̂| <= |z| + γ_6|z| + η' (as in Step L); the add m̂ + log ℓ̂ rounds once, u(|z| + δ);
+//  - in storage (the -math paths) z itself may be rounded to storage first: u_s|z| + h_s.
+// So δ <= [γ_5|z| + u·γ_5|z| + η' + 2·exp_ulps·u·(max(1, |z|(1 + γ_6)) + η') + u|z| (+ u_s|z| + h_s)]
+// / (1 - u), the base-2 conversion and a coarser LSE storage added by stored_lse_band.
 double sink_only_lse_band(double z, const Arithmetic& arithmetic) {
-  const double u = format_of(arithmetic.compute).unit;
+  const double u = format_of(arithmetic.compute).unit, a = std::fabs(z);
   const double eta = 2 * arithmetic.exp_ulps * u, eta_prime = -std::log1p(-eta);
-  const double delta = (eta_prime + 2 * arithmetic.exp_ulps * u * (std::max(1.0, std::fabs(z)) + eta_prime) +
-                        u * std::fabs(z)) / (1 - u);
+  const double g5 = gamma_of(5, u), g6 = gamma_of(6, u);
+  double delta = g5 * a + u * g5 * a + eta_prime + 2 * arithmetic.exp_ulps * u * (std::max(1.0, a * (1 + g6)) + eta_prime) +
+                 u * a;
+  if (arithmetic.scores_in_storage || arithmetic.query_in_storage) {
+    const Format storage = format_of(arithmetic.storage);
+    delta += storage.unit * a + storage.half_spacing;
+  }
+  delta /= 1 - u;
   return std::isnan(delta) ? kInfinity : delta * kSafety;
 }
 

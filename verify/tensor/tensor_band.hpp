@@ -162,8 +162,9 @@ struct LseFormat {
 [[nodiscard]] double stored_lse_band(double lse_delta, double abs_lse, const LseFormat& format, DType compute);
 
 /// δ, in natural units before storage (stored_lse_band), of the LSE of a row whose only term is its
-/// sink z: λ = z, computed as m + log e^{z - m} against m = z or m = 0 (a kernel that resets an
-/// empty row's maximum), in `arithmetic.compute` with its exp_ulps (derivation beside it).
+/// sink z: λ = z, computed as m + log e^{z - m} with m z through at most five roundings (natural or
+/// log2 units) or 0 (a reset maximum), in `arithmetic.compute` with its exp_ulps, z itself rounded to
+/// storage first on the -math paths (derivation beside it).
 [[nodiscard]] double sink_only_lse_band(double z, const Arithmetic& arithmetic);
 
 /// Model S's blocks of operations that may repeat one another (tensor_band.cpp, Model S): single

@@ -446,7 +446,7 @@ void certify_lse_row(const TensorProblem& p, std::span<const double> lse, std::s
   };
   if (!row_has_keys(p, row) && has_sinks(p)) {
     // No key, but the sink: λ = log e^{z} = z, within sink_only_lse_band as a kernel computes it
-    // (its maximum started at z, or reset to 0); in base 2 z / ln 2 and a coarser storage rounds
+    // (its maximum z through a few roundings, or reset to 0); in base 2 z / ln 2 and a coarser storage rounds
     // once more (stored_lse_band).
     if (std::isnan(got)) return fail("NaN");
     if (std::isinf(got)) return fail("Inf");
@@ -510,6 +510,8 @@ TensorReport certify_lse(const TensorProblem& p, std::span<const double> lse, co
   if (auto ok = validate(p); !ok) throw ContractError("certify_lse: " + ok.error().message);
   if (const std::string error = structure_error(options.arithmetic.structure); !error.empty())
     throw ContractError("certify_lse: " + error);
+  if (const std::string error = sinks_error(p, options.arithmetic.structure); !error.empty())
+    throw ContractError("certify_lse: " + error);
   const std::size_t total = p.batch * p.q_heads * p.L;
   if (lse.size() != total) throw ContractError("certify_lse: LSE size is not B·Hq·L");
   if (!(options.alpha > 0 && options.alpha < 1)) throw ContractError("certify_lse: alpha must be in (0, 1)");
@@ -532,6 +534,8 @@ std::pair<TensorReport, TensorReport> certify_tensor_and_lse(const TensorProblem
   if (output.size() != total * p.Ev) throw ContractError("certify_tensor_and_lse: output size is not B·Hq·L·Ev");
   if (lse.size() != total) throw ContractError("certify_tensor_and_lse: LSE size is not B·Hq·L");
   if (const std::string error = structure_error(options.arithmetic.structure); !error.empty())
+    throw ContractError("certify_tensor_and_lse: " + error);
+  if (const std::string error = sinks_error(p, options.arithmetic.structure); !error.empty())
     throw ContractError("certify_tensor_and_lse: " + error);
   if (!(options.alpha > 0 && options.alpha < 1))
     throw ContractError("certify_tensor_and_lse: alpha must be in (0, 1)");

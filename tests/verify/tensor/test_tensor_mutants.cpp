@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <numbers>
 #include <vector>
 
 #include "flash_attention.hpp"
@@ -57,6 +58,7 @@ struct Kernel {
   bool sink_heads_reversed = false; ///< bug: head h takes sink Hq - 1 - h
   bool lse_without_sink = false;    ///< bug: the LSE taken before the sink joins the sum
   bool lse_keyless_minus_inf = false;  ///< bug: a row without keys returns LSE -inf though its sink is there
+  bool lse_base2 = false;              ///< the LSE in log2 units: m·log2 e + log2 ℓ (FlashAttention's exp2 form)
 };
 
 // The bias the kernel adds to a scaled score: the problem's (additive mask or ALiBi), or ALiBi's as
@@ -97,10 +99,12 @@ bool kernel_takes_part(const TensorProblem& p, const TensorProblem& windowless, 
 
 // The output, and with `lse` the natural log-sum-exp per row in fp32 (FlashAttention's softmax_lse;
 // -inf for a row without keys or sink; with a sink and no key, z: the three-step's maximum is z, the
-// tiled kernel resets its maximum to 0 as FlashAttention 4 does).
+// tiled kernel resets its maximum to 0; with `base2`, the LSE in log2 units, its maximum z·log2 e
+// rounded as FlashAttention 4 keeps it).
 template <class T>
 std::vector<double> run_kernel(const TensorProblem& p, const Kernel& k, std::vector<double>* lse = nullptr) {
   const T inf = std::numeric_limits<T>::infinity();
+  const T log2e = std::numbers::log2e_v<T>;
   const T scale = p.scale ? static_cast<T>(*p.scale) : T(1) / std::sqrt(static_cast<T>(p.E));
   const std::size_t group = p.q_heads / p.kv_heads;
   const auto expo = [&](T x) -> T {
@@ -158,8 +162,9 @@ std::vector<double> run_kernel(const TensorProblem& p, const Kernel& k, std::vec
             T key_sum = 0;
             for (std::size_t j = 0; j < p.S; ++j) key_sum += part[j] ? expo(score[j] - m) : T(0);
             const bool keyless = key_sum == 0 && m == z;
+            const T total = k.lse_without_sink && !keyless ? key_sum : key_sum + (sink ? expo(z - m) : T(0));
             if (k.lse_keyless_minus_inf && keyless) store_lse(b, h, i, -inf);
-            else store_lse(b, h, i, m + std::log(k.lse_without_sink && !keyless ? key_sum : key_sum + (sink ? expo(z - m) : T(0))));
+            else store_lse(b, h, i, k.lse_base2 ? m * log2e + std::log2(total) : m + std::log(total));
             if (sink) sum += expo(z - m);
             for (std::size_t j = 0; j < p.S; ++j) {
               weight[j] = part[j] ? expo(score[j] - m) : T(0);
@@ -205,9 +210,11 @@ std::vector<double> run_kernel(const TensorProblem& p, const Kernel& k, std::vec
         const T key_sum = sum;
         if (sink && m != -inf) sum += expo(z - m);  // after the keys, with their maximum
         if (m != -inf) {
-          store_lse(b, h, i, m + std::log(k.lse_without_sink ? key_sum : sum));
+          const T total = k.lse_without_sink ? key_sum : sum;
+          store_lse(b, h, i, k.lse_base2 ? m * log2e + std::log2(total) : m + std::log(total));
         } else if (sink && !k.lse_keyless_minus_inf) {
-          store_lse(b, h, i, T(0) + std::log(expo(z - T(0))));  // the maximum reset to 0
+          // The maximum reset to 0 (natural), or set to z·log2 e (log2 units).
+          store_lse(b, h, i, k.lse_base2 ? z * log2e : T(0) + std::log(expo(z - T(0))));
         }
         for (std::size_t c = 0; c < p.Ev; ++c) {
           const T y = (m == -inf && !k.masked_row_nan) ? T(0) : acc[c] / sum;
@@ -569,7 +576,8 @@ TEST(TensorMutantZoo, EveryMutantIsCaught) {
 // The LSE with sinks, log(Σ_j e^{s_j} + e^{z}): both forms (the sink as a softmax column, so the
 // maximum includes it; FlashAttention 4's, the keys' maximum with the sink added at the end) pass in
 // fp32 and fp64 on the sink problems, on rows without keys (LSE z) and with sinks far above every
-// score (z = 60: FlashAttention 4's log ℓ ≈ z - m, beyond the keys' Λ); the sink left out of the LSE
+// score (z = 60: FlashAttention 4's log ℓ ≈ z - m) or far below (z = -60), in natural and log2 units;
+// the sink left out of the LSE
 // and -inf for a keyless row with its sink are caught.
 TEST(TensorMutantZoo, LseWithSinksIsCertifiedAndItsBugsCaught) {
   std::vector<Spec> sink_specs;
@@ -577,21 +585,23 @@ TEST(TensorMutantZoo, LseWithSinksIsCertifiedAndItsBugsCaught) {
     if (s.sinks) sink_specs.push_back(s);
   ASSERT_GE(sink_specs.size(), 2u);
   const Kernel three_step{.name = "three-step"}, tiled{.name = "tiled (tile 8)", .tile = 8};
+  const Kernel three_step2{.name = "three-step log2", .lse_base2 = true},
+      tiled2{.name = "tiled log2 (tile 8)", .tile = 8, .lse_base2 = true};
   const Kernel without{.name = "LSE without the sink", .tile = 8, .lse_without_sink = true};
   const Kernel keyless{.name = "keyless row LSE -inf", .lse_keyless_minus_inf = true};
   std::size_t keyless_rows = 0, without_caught = 0, keyless_caught = 0;
   for (const Spec& base : sink_specs) {
-    for (const double dominating : {0.0, 60.0}) {
+    for (const double dominating : {0.0, 60.0, -60.0}) {
       for (const DType dtype : {DType::fp32, DType::fp64}) {
         TensorProblem p = make_problem(base, dtype);
-        if (dominating > 0) std::fill(p.sinks.begin(), p.sinks.end(), dominating);
+        if (dominating != 0) std::fill(p.sinks.begin(), p.sinks.end(), dominating);
         keyless_rows += dtype == DType::fp32 && dominating == 0 ? empty_rows(p) : 0;
         const CertifyOptions options = options_for(dtype == DType::fp32 ? "fp32" : "fp64");
-        for (const Kernel* k : {&three_step, &tiled}) {
+        for (const Kernel* k : {&three_step, &tiled, &three_step2, &tiled2}) {
           std::vector<double> lse;
           const std::vector<double> out = dtype == DType::fp32 ? run_kernel<float>(p, *k, &lse)
                                                                : run_kernel<double>(p, *k, &lse);
-          const auto [o, l] = certify_tensor_and_lse(p, out, lse, options);
+          const auto [o, l] = certify_tensor_and_lse(p, out, lse, options, {.base2 = k->lse_base2});
           EXPECT_TRUE(o.passed) << k->name << " on " << describe(base, dtype) << " z " << dominating << ": "
                                 << o.summary();
           EXPECT_TRUE(l.passed) << k->name << " LSE on " << describe(base, dtype) << " z " << dominating << ": "
