@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = {"__init__.py", "__main__.py", "_backward.py", "_conformance.py", "_inputs.py", "_report.py", "_varlen.py",
-           "strategies.py"}
+           "strategies.py", "pytest_plugin.py"}
 
 CERTIFY = """
 import attncheck, numpy as np
@@ -52,6 +52,8 @@ def test_pip_install_into_a_venv_imports_and_certifies(tmp_path):
     assert lines[1] == "True False"  # a correct kernel passes, one 0.1% off fails
     listed = run([str(python), "-m", "pip", "show", "-f", "attncheck"], tmp_path, env)
     assert "Version: " in listed and "_attncheck" in listed
+    # The pytest plugin arrives through its pytest11 entry point, with no -p.
+    assert "--attncheck-tier" in run([str(python), "-m", "pytest", "--help"], tmp_path, env)
 
 
 def test_build_makes_a_wheel_with_the_extension_and_every_module(tmp_path):
