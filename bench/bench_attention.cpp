@@ -63,6 +63,21 @@ void record(benchmark::State& state, std::map<std::string, double>& table, const
   table[config(precision, state)] = flops * 1e-9 * static_cast<double>(state.iterations()) / seconds;
 }
 
+// Times flash_attention over the benchmark's iterations: the seconds spent in the calls only.
+template <class T>
+double timed_calls(benchmark::State& state, const attn::FlashShape& shape, Inputs<T>& in,
+                   const attn::FlashOptions& options) {
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    if (attn::flash_attention(shape, std::span<const T>(in.Q), in.K, in.V, in.out, options) != attn::KernelStatus::ok)
+      state.SkipWithError("flash_attention refused the call");
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    benchmark::DoNotOptimize(in.out.data());
+  }
+  return seconds;
+}
+
 template <class T> void BM_Flash(benchmark::State& state) {
   const std::size_t n = state.range(0), hd = state.range(1);
   const bool causal = state.range(2) != 0;
@@ -72,14 +87,7 @@ template <class T> void BM_Flash(benchmark::State& state) {
   options.scale_divisor = std::sqrt(static_cast<double>(hd));
   options.threads = static_cast<unsigned>(state.range(3));
   const attn::FlashShape shape{1, kHeads, kHeads, n, n, hd, hd};
-  double seconds = 0;
-  for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
-    if (attn::flash_attention(shape, std::span<const T>(in.Q), in.K, in.V, in.out, options) != attn::KernelStatus::ok)
-      state.SkipWithError("flash_attention refused the call");
-    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    benchmark::DoNotOptimize(in.out.data());
-  }
+  const double seconds = timed_calls(state, shape, in, options);
   record(state, flash_rate, precision_name<T>(), useful_flops(n, hd, causal), seconds);
 }
 
@@ -99,14 +107,7 @@ void BM_FlashWindow(benchmark::State& state) {
   double pairs = 0;
   for (std::size_t i = 0; i < n; ++i) pairs += w < 0 ? static_cast<double>(n) : static_cast<double>(std::min<std::size_t>(i, w) + 1);
   const double flops = 4.0 * pairs * static_cast<double>(hd) * kHeads;
-  double seconds = 0;
-  for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
-    if (attn::flash_attention(shape, std::span<const float>(in.Q), in.K, in.V, in.out, options) != attn::KernelStatus::ok)
-      state.SkipWithError("flash_attention refused the call");
-    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    benchmark::DoNotOptimize(in.out.data());
-  }
+  const double seconds = timed_calls(state, shape, in, options);
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   window_seconds[w] = seconds / static_cast<double>(state.iterations());
   window_rate[w] = flops * 1e-9 / window_seconds[w];
@@ -156,14 +157,7 @@ void BM_FlashFeature(benchmark::State& state) {
     pairs /= sequences;
   }
   const double flops = 4.0 * pairs * static_cast<double>(hd) * kHeads;
-  double seconds = 0;
-  for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
-    if (attn::flash_attention(shape, std::span<const float>(in.Q), in.K, in.V, in.out, options) != attn::KernelStatus::ok)
-      state.SkipWithError("flash_attention refused the call");
-    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    benchmark::DoNotOptimize(in.out.data());
-  }
+  const double seconds = timed_calls(state, shape, in, options);
   state.SetLabel(feature_name(feature));
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   // The fastest repetition (--benchmark_repetitions): the least disturbed by the machine's noise.
