@@ -25,7 +25,7 @@ using flash_detail::Scratch;
 // ---- Runtime dispatch. Each entry inlines the generic Core under its own target attribute, so
 // one binary carries SSE2 (x86-64 baseline), AVX2+FMA and AVX-512F code and picks at run time.
 template <class T> using ItemFunction = void (*)(const Job<T>&, std::size_t, Scratch<T>&);
-template <class T> using ExpFunction = void (*)(const T*, T*, std::size_t);
+template <class T> using ElementwiseFunction = void (*)(const T*, T*, std::size_t);
 
 template <class T> void item_baseline(const Job<T>& j, std::size_t i, Scratch<T>& s) {
   Core<T, 16 / sizeof(T)>::run_item(j, i, s);
@@ -213,7 +213,7 @@ KernelStatus elementwise_run(std::span<const T> x, std::span<T> out, SimdLevel l
   level = resolve(level);
   if (!simd_level_supported(level)) return KernelStatus::simd_unsupported;
   if (out.size() != x.size()) return KernelStatus::size_mismatch;
-  const ExpFunction<T> f = level == SimdLevel::avx512 ? elementwise_avx512<T, kTanh>
+  const ElementwiseFunction<T> f = level == SimdLevel::avx512 ? elementwise_avx512<T, kTanh>
                            : level == SimdLevel::avx2 ? elementwise_avx2<T, kTanh>
                                                       : elementwise_baseline<T, kTanh>;
   f(x.data(), out.data(), x.size());

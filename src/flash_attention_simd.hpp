@@ -230,6 +230,7 @@ template <class T> class Scratch {
 template <class T, int W> struct Core {
   using V = typename Simd<T, W>::V;
   using I = typename Simd<T, W>::I;
+  using Lane = std::remove_cvref_t<decltype(I{}[0])>;  // I's element: T's bits as a signed integer
   static constexpr std::size_t kTile = kVectors * W;  // columns of one register tile
   static constexpr std::size_t kRows = W * sizeof(T) == 64 ? kMaxRows : 4;  // rows of one register tile
 
@@ -329,7 +330,6 @@ template <class T, int W> struct Core {
   }
   // c·tanh(y/2) from y = 2x (the doubling is exact): the sign bit is set aside, t = exp(-|y|).
   ATTN_INLINE static V capped(V y, T c) {
-    using Lane = std::remove_cvref_t<decltype(I{}[0])>;
     const I sign = __builtin_bit_cast(I, y) & std::numeric_limits<Lane>::min();
     const V t = vector_exp<T, V, I>(-__builtin_bit_cast(V, __builtin_bit_cast(I, y) ^ sign));
     const V r = quotient(T(1) - t, T(1) + t);
@@ -357,7 +357,6 @@ template <class T, int W> struct Core {
     const std::int64_t nearest = centre - static_cast<std::int64_t>(from),
                        farthest = centre - static_cast<std::int64_t>(to) + 1;
     if (std::max(nearest < 0 ? -nearest : nearest, farthest < 0 ? -farthest : farthest) <= exact) {
-      using Lane = std::remove_cvref_t<decltype(I{}[0])>;
       V lane{};
       for (int l = 0; l < W; ++l) lane[l] = static_cast<T>(l);
       for (std::size_t jj = from; jj < to; jj += W) {

@@ -44,6 +44,8 @@ std::string element_name(std::span<const std::size_t> dims, std::size_t k) {
   return text + ") of " + shape_text(dims);
 }
 
+const char* nonfinite_name(double x) { return std::isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf"; }
+
 std::vector<std::size_t> stored_dims(const TensorProblem& p, std::size_t heads, std::size_t rows, std::size_t width) {
   if (p.layout == AxisOrder::batch_seq_head) return {p.batch, rows, heads, width};
   return {p.batch, heads, rows, width};
@@ -58,16 +60,15 @@ Result<Ok, Error> check_values(std::string_view name, const std::vector<double>&
     return Error{std::string(name) + ": shape " + shape_text(dims) + " needs " + std::to_string(expected) +
                  " values, got " + std::to_string(values.size())};
   }
-  const auto at = [&](std::size_t k) { return element_name(dims, k); };
   for (std::size_t k = 0; k < values.size(); ++k) {
     const double x = values[k];
     const bool minus_inf = allow_minus_inf && x == -std::numeric_limits<double>::infinity();
     if (!minus_inf && !std::isfinite(x)) {
-      return Error{std::string(name) + ": element " + at(k) + " is " + (std::isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf") +
+      return Error{std::string(name) + ": element " + element_name(dims, k) + " is " + nonfinite_name(x) +
                    " (inputs must be finite" + (allow_minus_inf ? "; -inf only" : "") + ")"};
     }
     if (!minus_inf && round_to(dtype, x) != x) {
-      return Error{std::string(name) + ": element " + at(k) + " is not representable in " +
+      return Error{std::string(name) + ": element " + element_name(dims, k) + " is not representable in " +
                    std::string(dtype_name(dtype))};
     }
   }

@@ -119,6 +119,8 @@ struct RowIndex {
                                                    std::size_t width);
 /// Flat element k of a row-major tensor of `dims` named in its own shape: "(b, h, i, c) of [B, H, L, E]".
 [[nodiscard]] std::string element_name(std::span<const std::size_t> dims, std::size_t k);
+/// "NaN", "+inf" or "-inf" for a value that is not finite.
+[[nodiscard]] const char* nonfinite_name(double x);
 
 /// Does any key take part in the row? (A row without one is exactly zero.)
 [[nodiscard]] bool row_has_keys(const TensorProblem& problem, std::size_t row);

@@ -42,7 +42,7 @@ Result<Ok, Error> validate_dout(const TensorProblem& p, std::span<const double> 
   for (std::size_t n = 0; n < dout.size(); ++n) {
     if (!std::isfinite(dout[n]))
       return Error{"dout: element " + element_name(stored_dims(p, p.q_heads, p.L, p.Ev), n) + " is " +
-                   (std::isnan(dout[n]) ? "NaN" : dout[n] > 0 ? "+inf" : "-inf") + " (it must be finite)"};
+                   nonfinite_name(dout[n]) + " (it must be finite)"};
   }
   return Ok{};
 }

@@ -159,17 +159,17 @@ std::vector<double> run_kernel(const TensorProblem& p, const Kernel& k, std::vec
           T m = z;
           for (std::size_t j = 0; j < p.S; ++j) m = std::max(m, score[j]);
           if (m != -inf) {
-            T key_sum = 0;
-            for (std::size_t j = 0; j < p.S; ++j) key_sum += part[j] ? expo(score[j] - m) : T(0);
-            const bool keyless = key_sum == 0 && m == z;
-            const T total = k.lse_without_sink && !keyless ? key_sum : key_sum + (sink ? expo(z - m) : T(0));
-            if (k.lse_keyless_minus_inf && keyless) store_lse(b, h, i, -inf);
-            else store_lse(b, h, i, k.lse_base2 ? m * log2e + std::log2(total) : m + std::log(total));
+            T key_sum = 0;  // the keys' part of the sum, for the LSE
             if (sink) sum += expo(z - m);
             for (std::size_t j = 0; j < p.S; ++j) {
               weight[j] = part[j] ? expo(score[j] - m) : T(0);
               sum += weight[j];
+              key_sum += weight[j];
             }
+            const bool keyless = key_sum == 0 && m == z;
+            const T total = k.lse_without_sink && !keyless ? key_sum : key_sum + (sink ? expo(z - m) : T(0));
+            if (k.lse_keyless_minus_inf && keyless) store_lse(b, h, i, -inf);
+            else store_lse(b, h, i, k.lse_base2 ? m * log2e + std::log2(total) : m + std::log(total));
             for (std::size_t j = 0; j < p.S; ++j) weight[j] = round_p(weight[j] / sum);
             for (std::size_t c = 0; c < p.Ev; ++c) {
               T a = 0;
