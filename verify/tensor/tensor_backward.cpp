@@ -23,6 +23,14 @@
 // dβ_ij = dS_ij at every position (b, h, i, j), and a mask element broadcast over several positions
 // gets the sum of theirs (0 where no key takes part: a -inf element, a causal or key-length
 // exclusion, a row without keys).
+// Softcap. s_ij = c·tanh(σ q_i·k_j / c) + β_ij, so ∂s_ij/∂(q_i·k_j) = σ (1 - t_ij²) with
+// t_ij = tanh(σ q_i·k_j / c): dQ_i = σ Σ_j dS_ij (1 - t_ij²) k_j and dK_j = σ Σ_i dS_ij (1 - t_ij²) q_i,
+// while dV and dβ (the bias is added after the cap) are unchanged.
+// Sinks. The sink z_h joins the denominator as a key of value 0: P_ij = e^{s_ij} / (Σ_l e^{s_il} + e^{z_h})
+// and P_iz = e^{z_h} / (the same). O_i = Σ_j P_ij v_j, so ∂O_i/∂s_l = P_il (v_l - O_i) as before (the
+// sink's value 0 enters only through O_i): dS_ij = P_ij (dP_ij - D_i) with D_i = dO_i · O_i, unchanged.
+// ∂O_i/∂z = P_iz (0 - O_i), so dz_h = -Σ_{b, i} P_iz D_i over every row of head h (a row without keys
+// has O = 0: it contributes nothing).
 // Evaluation. Every quantity in MPFI at `bits` bits, each operation rounded outwards, so each
 // result encloses the exact value: products of two doubles are exact, the dot products and sums
 // round outwards, σ = 1/√E is enclosed by MPFI's sqrt and division, e^{s_j - c} with c the largest
@@ -33,8 +41,6 @@
 namespace attn::verify {
 
 Result<Ok, Error> validate_dout(const TensorProblem& p, std::span<const double> dout) {
-  if (p.softcap > 0) return Error{"softcap: the backward is not certified under softcap yet (its derivative 1 - tanh²)"};
-  if (!p.sinks.empty()) return Error{"sinks: the backward is not certified with sinks yet (d sinks)"};
   const std::size_t expected = p.batch * p.q_heads * p.L * p.Ev;
   if (dout.size() != expected)
     return Error{"dout: expected " + std::to_string(expected) + " values (the output's [B, Hq, L, Ev]), got " +
@@ -63,8 +69,9 @@ GradientEnclosure enclose_gradients(const TensorProblem& p, std::span<const doub
   // Sums of dS q (dK) and dS k (dQ) before σ, and of P dO (dV), in each tensor's layout.
   std::vector<MpfiInterval> dq = zeros(p.batch * p.q_heads * p.L * p.E), dk = zeros(p.batch * p.kv_heads * p.S * p.E),
                             dv = zeros(p.batch * p.kv_heads * p.S * p.Ev),
-                            dmask = zeros(p.mask_kind == TensorMask::additive ? p.mask.size() : 0);
-  MpfiInterval sigma(prec), term(prec), total(prec), D(prec);
+                            dmask = zeros(p.mask_kind == TensorMask::additive ? p.mask.size() : 0),
+                            dsinks = zeros(p.sinks.size());
+  MpfiInterval sigma(prec), term(prec), total(prec), D(prec), sink(prec);
   if (p.scale) {
     mpfi_set_d(sigma.get(), *p.scale);  // exact
   } else {
@@ -72,8 +79,8 @@ GradientEnclosure enclose_gradients(const TensorProblem& p, std::span<const doub
     mpfi_sqrt(sigma.get(), sigma.get());
     mpfi_ui_div(sigma.get(), 1, sigma.get());
   }
-  std::vector<MpfiInterval> P, dP;
-  MpfrFloat shift(prec);
+  std::vector<MpfiInterval> P, dP, slope;  // slope: 1 - t² under softcap (the score's derivative over σ q·k)
+  MpfrFloat shift(prec), z(prec);
   for (std::size_t row = 0; row < p.batch * p.q_heads * p.L; ++row) {
     const RowIndex r = row_index(p, row);
     const std::size_t g = kv_head_of(p, r.h);
@@ -88,7 +95,7 @@ GradientEnclosure enclose_gradients(const TensorProblem& p, std::span<const doub
     const auto value_row = [&](std::size_t j) {
       return p.value.data() + tensor_index(p, p.kv_heads, p.S, p.Ev, r.b, g, j, 0);
     };
-    while (P.size() < keys.size()) P.emplace_back(prec), dP.emplace_back(prec);
+    while (P.size() < keys.size()) P.emplace_back(prec), dP.emplace_back(prec), slope.emplace_back(prec);
     // Scores into P, then e^{s_j - c}, then the weights.
     mpfr_set_inf(shift.get(), -1);
     for (std::size_t t = 0; t < keys.size(); ++t) {
@@ -100,14 +107,33 @@ GradientEnclosure enclose_gradients(const TensorProblem& p, std::span<const doub
         mpfi_add(P[t].get(), P[t].get(), term.get());
       }
       mpfi_mul(P[t].get(), P[t].get(), sigma.get());
+      if (p.softcap > 0) {  // c·tanh(σ q·k / c), and 1 - tanh² for the gradients of q and k
+        mpfi_div_d(P[t].get(), P[t].get(), p.softcap);
+        mpfi_tanh(P[t].get(), P[t].get());
+        mpfi_sqr(slope[t].get(), P[t].get());
+        mpfi_ui_sub(slope[t].get(), 1, slope[t].get());
+        mpfi_mul_d(P[t].get(), P[t].get(), p.softcap);
+      }
       mpfi_add_d(P[t].get(), P[t].get(), additive_bias(p, r.b, r.h, r.i, keys[t]));
       mpfr_max(shift.get(), shift.get(), &P[t].get()[0].right, MPFR_RNDU);  // exact: a copy of an end
+    }
+    const bool with_sink = has_sinks(p);
+    if (with_sink) {  // the shift covers z as well (e^{z - c} <= 1)
+      mpfr_set_d(z.get(), sink_of(p, r.h), MPFR_RNDN);  // exact
+      mpfr_max(shift.get(), shift.get(), z.get(), MPFR_RNDU);
     }
     mpfi_set_ui(total.get(), 0);
     for (std::size_t t = 0; t < keys.size(); ++t) {
       mpfi_sub_fr(P[t].get(), P[t].get(), shift.get());
       mpfi_exp(P[t].get(), P[t].get());
       mpfi_add(total.get(), total.get(), P[t].get());
+    }
+    if (with_sink) {  // e^{z - c} joins the denominator
+      mpfi_set_d(sink.get(), sink_of(p, r.h));
+      mpfi_sub_fr(sink.get(), sink.get(), shift.get());
+      mpfi_exp(sink.get(), sink.get());
+      mpfi_add(total.get(), total.get(), sink.get());
+      mpfi_div(sink.get(), sink.get(), total.get());
     }
     mpfi_set_ui(D.get(), 0);
     for (std::size_t t = 0; t < keys.size(); ++t) {
@@ -121,6 +147,10 @@ GradientEnclosure enclose_gradients(const TensorProblem& p, std::span<const doub
       }
       mpfi_mul(term.get(), P[t].get(), dP[t].get());
       mpfi_add(D.get(), D.get(), term.get());
+    }
+    if (with_sink) {  // dz_h -= P_iz D_i
+      mpfi_mul(term.get(), sink.get(), D.get());
+      mpfi_sub(dsinks[r.h].get(), dsinks[r.h].get(), term.get());
     }
     for (std::size_t t = 0; t < keys.size(); ++t) {
       const std::size_t j = keys[t];
@@ -137,6 +167,7 @@ GradientEnclosure enclose_gradients(const TensorProblem& p, std::span<const doub
         MpfiInterval& m_sum = dmask[mask_offset(p, r.b, r.h, r.i, j)];
         mpfi_add(m_sum.get(), m_sum.get(), dP[t].get());
       }
+      if (p.softcap > 0) mpfi_mul(dP[t].get(), dP[t].get(), slope[t].get());  // q and k see dS (1 - t²)
       const double* k = key_row(j);
       for (std::size_t c = 0; c < p.E; ++c) {
         mpfi_mul_d(term.get(), dP[t].get(), k[c]);
@@ -154,6 +185,7 @@ GradientEnclosure enclose_gradients(const TensorProblem& p, std::span<const doub
   for (MpfiInterval& x : dk) mpfi_mul(x.get(), x.get(), sigma.get()), out.dk.push_back(fine_enclosure(x));
   for (const MpfiInterval& x : dv) out.dv.push_back(fine_enclosure(x));
   for (const MpfiInterval& x : dmask) out.dmask.push_back(fine_enclosure(x));
+  for (const MpfiInterval& x : dsinks) out.dsinks.push_back(fine_enclosure(x));
   return out;
 }
 

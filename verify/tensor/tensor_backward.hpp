@@ -25,8 +25,10 @@ namespace attn::verify {
 /// nothing and its dQ row is exactly zero; a key no query sees has dK = dV = 0 exactly. With an
 /// additive mask, dmask encloses its gradient in the mask's own shape (row-major in mask_shape):
 /// dβ = dS summed over the positions each element broadcasts to; empty for other masks.
+/// With sinks, dsinks encloses the gradient of each head's sink logit, [Hq]: dz_h = -Σ_{b,i} P_iz D_i
+/// over the rows of head h (empty without sinks). Under softcap dQ and dK carry the cap's derivative.
 struct GradientEnclosure {
-  std::vector<FineEnclosure> dq, dk, dv, dmask;
+  std::vector<FineEnclosure> dq, dk, dv, dmask, dsinks;
   int bits = 0;  ///< the working precision
 };
 
@@ -64,6 +66,7 @@ struct BackwardInputs {
 struct BackwardReport {
   TensorReport dq, dk, dv;
   std::optional<TensorReport> dmask;     ///< certified when a mask gradient was given
+  std::optional<TensorReport> dsinks;    ///< certified when the sinks' gradient was given: rows (0, h, 0)
   std::optional<TensorReport> out, lse;  ///< certified when BackwardInputs gave them
   bool passed = true;                    ///< every report passed
   [[nodiscard]] std::string summary() const;
@@ -95,11 +98,17 @@ struct BackwardReport {
 /// mask rows (the mask's shape padded to [mB, mH, mL, mS], a row per (b', h', i')): with options.rows,
 /// max(2, ⌈rows / F⌉) of them, F the query rows each one sums over. Every element is checked finite, and
 /// zero where no key takes part. ContractError when the problem has no additive mask or the size differs.
+///
+/// dsinks, when not empty, is the kernel's gradient of the sinks' logits, [Hq] in fp32: dz_h = -Σ_{b,i}
+/// P_iz D_i over the rows of head h (Step B12). With options.rows max(1, ⌈rows / (B·L)⌉) heads are
+/// certified, all of them otherwise; every element is checked finite. ContractError when the problem
+/// has no sinks or the size is not Hq. Under softcap dQ and dK carry the cap's derivative (Step B11).
 [[nodiscard]] BackwardReport certify_backward(const TensorProblem& problem, std::span<const double> dout,
                                               std::span<const double> dq, std::span<const double> dk,
                                               std::span<const double> dv, const CertifyOptions& options,
                                               const BackwardInputs& inputs = {},
-                                              std::span<const double> dmask = {});
+                                              std::span<const double> dmask = {},
+                                              std::span<const double> dsinks = {});
 
 /// The largest B·Hq·L·S·(E + Ev) for which certify_backward refines with MPFI.
 inline constexpr double kMpfiWork = 1 << 24;

@@ -96,6 +96,22 @@
 //   storage rounding included) summed in any order in compute: Σ ε^S + γ_{n+1+c_v} Σ μ + (n + 2) λ
 //   (B7's form with the factor 1; n + 1 covers the n - 1 additions), with intermediates in storage the
 //   sum's result rounded to storage; then Step B8 in the mask's format (the query's dtype).
+// Step B11 (softcap). s_ij = c·t_ij + β_ij with t = tanh(x/c), x = σ q_i·k_j, so ∂s/∂x = f := 1 - t²
+//   and dQ, dK take dS·f where dβ and dV keep dS. The score's error e (Step B1, met by c·t̂ before the
+//   bias) bounds |t̂ - t| <= ε_t := e/c; the kernel's f̂ = 1 - t̂² (or (1 - t̂)(1 + t̂)) errs by at most
+//   (2|t̄| + ε_t) ε_t from t̂ and γ_3 (f̄ + t̄²) + 3λ from its own roundings (in storage with
+//   intermediates: autograd's saved tanh). fl(dS̃ f̂) and the scale's split (σ/c then c; autograd's
+//   three roundings by c, by 1 - y², by 1/c in storage) add γ_3 + γ_3(u_s) of |dS| F̄, F̄ = f̄ + ε_f;
+//   so |dS̃ f̂ - dS f| <= ε^S F̄ + |dS| ε_f + rounding, which replaces dS's error in Step B6's terms.
+//   The enclosure of t is tanh of the outward interval of x/c (tensor_oracle's rigorous tanh).
+// Step B12 (sinks). A sink z_h joins the denominator: ℓ_i = log(Σ_j e^{s_ij} + e^{z_h}), P_iz =
+//   e^{z_h - ℓ_i}, no value, so dP_iz = 0 and dS_iz = -P_iz D_i: dz_h = -Σ_i P_iz D_i over the head's
+//   B·L rows (every query row of head h). P̃_iz is a weight as any other (Step B2 with R = |z| and e
+//   the error of z as the kernel reads it: rounded to compute, and to storage too with intermediates,
+//   the math path's concatenated logit column), and D̃_i's error d_i is Step B4's, so each term errs by
+//   π_z |D_i| + P̄_z d_i; the sum over rows is Step B7's form with factor -1 in fp32 (the sinks'
+//   format in FlashAttention and gpt-oss), then Step B8 in fp32. Every row's total, its LSE (FA) and
+//   its Θ (M) include the sink term, so P of the other keys carries it too.
 // Step B8 (storage). Each gradient is stored in its tensor's format (dQ the query's, dK and dV K's and
 //   V's: a kernel with an fp16 cache returns their gradients in fp16), unit u_g and half-spacing h_g;
 //   rounded once more when coarser than compute: δ = δ' + u_g (|g| + δ') + h_g with |g| the
@@ -211,6 +227,7 @@ struct Units {
   bool flash = true, math = true;  // the algorithms the band covers (GradientAlgorithm)
   double lambda_s = 0;             // the statistical tier's λ (Step SB1)
   bool random_terms = false;       // Step SB5's route: FlashAttention's backward declared, plain scores
+  double softcap = 0;              // Step B11: c of c·tanh(x/c), 0 off
 };
 
 // Upper bounds of expm1(θ) and of expm1(θ) - θ for θ >= 0, without libm on the small arguments of
@@ -293,7 +310,7 @@ OutputFormat output_format(DType dtype, const Units& units) {
 double backward_lambda(const TensorProblem& p, double alpha) {
   const std::size_t rows = p.batch * p.q_heads * p.L, keys = p.batch * p.kv_heads * p.S;
   const std::size_t mask = p.mask_kind == TensorMask::additive ? p.mask.size() : 0;
-  return statistical_lambda(alpha, rows * p.E + keys * (p.E + p.Ev) + mask + 2 * rows);
+  return statistical_lambda(alpha, rows * p.E + keys * (p.E + p.Ev) + mask + p.sinks.size() + 2 * rows);
 }
 
 Units units_of(const TensorProblem& p, const Arithmetic& a, GradientAlgorithm algorithm, double lambda) {
@@ -318,7 +335,8 @@ Units units_of(const TensorProblem& p, const Arithmetic& a, GradientAlgorithm al
   u.side_scale = std::max({1.0, sigma, std::sqrt(sigma)});
   u.flash = algorithm != GradientAlgorithm::math;
   u.math = algorithm != GradientAlgorithm::flash;
-  u.random_terms = !u.math && !u.intermediates && !u.q_storage && u.c_v == 0;
+  u.softcap = p.softcap;
+  u.random_terms = !u.math && !u.intermediates && !u.q_storage && u.c_v == 0 && !(p.softcap > 0);
   return u;
 }
 
@@ -331,6 +349,7 @@ struct RowStats {
   double P = 0, x_max = 0, log_norm = 0;  // (M): max_j (R + e), max_j x_j, -log1p(-γ_{n+1})
   double log_norm_s = 0, d_s = 0;         // the statistical tier's log_norm (SB3) and d (SB4)
   double abs_query = 0;                   // Σ_c |q_c| (query_in_storage)
+  Interval sink{0, 0};                    // the sink's weight P_iz (Step B12), with a sink
 };
 
 // Step B2 for one key of a row.
@@ -735,7 +754,7 @@ class Backward {
         sigma_(sigma_of(p)),
         e_bound_(p.E),
         ev_bound_(p.Ev),
-        score_error_(arithmetic_, p.E, magnitude(sigma_), !p.scale.has_value(), !p.alibi_slopes.empty()) {
+        score_error_(arithmetic_, p.E, magnitude(sigma_), !p.scale.has_value(), !p.alibi_slopes.empty(), p.softcap) {
     q_format_ = output_format(p.dtype, units_);
     kv_format_ = output_format(kv_format(p), units_);
     // max_c |v_jc|: with ‖dO‖₁, a bound of Σ_c |dO_c v_jc| (no squares to underflow or overflow) for
@@ -778,7 +797,7 @@ class Backward {
       const double dot_error = e_bound.error(dot_abs[j]), dp_error_ = ev_bound.error(dp_abs[j]);
       const Interval dot{next_down(dot_sum[j] - dot_error), next_up(dot_sum[j] + dot_error)};
       const double bias = additive_bias(p_, r.b, r.h, r.i, j);
-      const Interval score = add(multiply(sigma_, dot), {bias, bias});
+      const Interval score = add(capped(multiply(sigma_, dot)), {bias, bias});
       if (!std::isfinite(score.lo) || !std::isfinite(score.hi)) return false;
       scores.push_back(score);
       dps.push_back({next_down(dp_sum[j] - dp_error_), next_up(dp_sum[j] + dp_error_)});
@@ -791,19 +810,31 @@ class Backward {
     }
     const std::size_t n = scores.size();
     if (n == 0) return true;  // no keys: nothing to feed
+    // A sink joins the denominator as one more term, of score z exactly (its error: z's rounding).
+    const bool sink = has_sinks(p_);
+    const double z = sink ? sink_of(p_, r.h) : 0.0;
+    if (sink) {
+      top = std::max(top, z);
+      stats.P = std::max(stats.P, std::fabs(z) + sink_error(r.h));
+    }
+    const auto exp_of = [&](Interval score) {  // e^{s - top} from below (e^{-w} >= 1 - w) and above
+      const double hi = std::min(0.0, next_up(score.hi - top)), lo = next_down(score.lo - top);
+      const Interval upper = exp_enclosure(hi);
+      return Interval{std::max(0.0, next_down(upper.lo * next_down(1 - (hi - lo)))), upper.hi};
+    };
     thread_local std::vector<Interval> e;
     e.resize(n);
     double sum_lo = 0, sum_hi = 0;
     Interval numerator{0, 0};
     for (std::size_t t = 0; t < n; ++t) {
-      const double hi = std::min(0.0, next_up(scores[t].hi - top)), lo = next_down(scores[t].lo - top);
-      const Interval upper = exp_enclosure(hi);
-      e[t] = {std::max(0.0, next_down(upper.lo * next_down(1 - (hi - lo)))), upper.hi};
+      e[t] = exp_of(scores[t]);
       sum_lo += e[t].lo, sum_hi += e[t].hi;
       numerator = add(numerator, multiply(e[t], dps[t]));
     }
-    const double count = static_cast<double>(n);
-    const Interval total = nonnegative_sum(sum_lo, sum_hi, n);
+    const Interval e_sink = sink ? exp_of({z, z}) : Interval{0, 0};
+    sum_lo += e_sink.lo, sum_hi += e_sink.hi;
+    const double count = static_cast<double>(n + (sink ? 1 : 0));
+    const Interval total = nonnegative_sum(sum_lo, sum_hi, n + (sink ? 1 : 0));
     if (!(total.lo > 0) || !std::isfinite(total.hi) || !std::isfinite(numerator.lo) || !std::isfinite(numerator.hi))
       return false;
     stats.has_keys = true;
@@ -812,6 +843,7 @@ class Backward {
     stats.D = divide_by_positive(numerator, total);
     stats.delta = measured_lse_error(row, stats.lse);
     for (std::size_t t = 0; t < n; ++t) stats.x_max = std::max(stats.x_max, x_of(R[t], err[t], stats.P));
+    if (sink) stats.x_max = std::max(stats.x_max, x_of(std::fabs(z), sink_error(r.h), stats.P));
     const double g_n = gamma_bound(count + 1, units_.u);
     stats.log_norm = log_norm_of(g_n);
     thread_local MathRow math;  // its vectors' storage kept across rows
@@ -822,6 +854,11 @@ class Backward {
       const Weight w = weight_of(units_, P.hi, expm1_up(theta_of(units_, stats, R[t], err[t])));
       const double A = abs_dp[t], e_p = dp_error(units_, p_.Ev, magnitude(dps[t]), A);
       math.add(units_, w, magnitude(dps[t]), mignitude(dps[t]), e_p, g_n, P, x_of(R[t], err[t], stats.P));
+    }
+    if (sink) {
+      stats.sink = {next_down(e_sink.lo / total.hi), std::min(1.0, next_up(e_sink.hi / total.lo))};
+      const Weight w = weight_of(units_, stats.sink.hi, expm1_up(theta_of(units_, stats, std::fabs(z), sink_error(r.h))));
+      math.add(units_, w, 0.0, 0.0, 0.0, g_n, stats.sink, x_of(std::fabs(z), sink_error(r.h), stats.P));
     }
     close_row(stats, math, count, stored_d_error(d_out, given_out, stats.D));
     return true;
@@ -875,7 +912,10 @@ class Backward {
     stats.has_keys = true;
     stats.lse = e.lse;
     stats.abs_lse = magnitude(e.lse);
-    const std::size_t g = kv_head_of(p_, r.h), n = e.keys.size();
+    // With a sink the enclosure's last key is the sink (position S, score z, value 0): it joins the
+    // normalization (n counts it) but has no dP and no dQ term.
+    const bool sink = has_sinks(p_);
+    const std::size_t g = kv_head_of(p_, r.h), n = e.keys.size(), n_keys = sink ? n - 1 : n;
     const double* q = p_.query.data() + tensor_index(p_, p_.q_heads, p_.L, p_.E, r.b, r.h, r.i, 0);
     const double* d_out = dout_.data() + output_index(p_, row, 0);
     for (std::size_t c = 0; c < p_.E; ++c) stats.abs_query += std::fabs(q[c]);
@@ -922,6 +962,11 @@ class Backward {
     std::vector<Weight> w(n);
     for (std::size_t t = 0; t < n; ++t) {
       const std::size_t j = e.keys[t];
+      if (t == n_keys) {  // the sink
+        R[t] = std::fabs(sink_of(p_, r.h)), err[t] = sink_error(r.h);
+        stats.P = std::max(stats.P, R[t] + err[t]);
+        continue;
+      }
       const double abs_sides = units_.q_storage ? key_abs(r.b, g, j) + stats.abs_query : 0.0;
       const auto b = score_error(e.abs_dots[t], std::fabs(additive_bias(p_, r.b, r.h, r.i, j)), abs_sides);
       R[t] = b.R, err[t] = b.e, absolute[t] = b.absolute;
@@ -935,18 +980,22 @@ class Backward {
       for (std::size_t c = 0; c < p_.Ev; ++c) l1 += std::fabs(d_out[c]);
       const double dout_l1 = up_bound(l1 * kSafety);
       const double* v_max = value_max_.data() + (r.b * p_.kv_heads + g) * p_.S;
-      for (std::size_t t = 0; t < n; ++t) {
+      for (std::size_t t = 0; t < n_keys; ++t) {
         const double A = up_bound(dout_l1 * v_max[e.keys[t]] * kSafety), e_p = dp_error(units_, p_.Ev, A, A);
         math.add(units_, w[t], A, 0.0, e_p, g_n, e.weights[t], x_of(R[t], err[t], stats.P));
       }
     } else {
-      e_dp.resize(n), dp.resize(n);
-      for (std::size_t t = 0; t < n; ++t) {
+      e_dp.resize(n_keys), dp.resize(n_keys);
+      for (std::size_t t = 0; t < n_keys; ++t) {
         dp[t] = dot_enclosure(d_out, value_row(r.b, g, e.keys[t]), p_.Ev, ev_bound_);
         e_dp[t] = dp_error(units_, p_.Ev, dp[t]);
         const double abs_dp = magnitude(dp[t].value);
         math.add(units_, w[t], abs_dp, mignitude(dp[t].value), e_dp[t], g_n, e.weights[t], x_of(R[t], err[t], stats.P));
       }
+    }
+    if (sink) {  // the sink's exp joins the normalization (SB3's blocks); with dP = 0 it adds nothing to D
+      math.add(units_, w[n_keys], 0.0, 0.0, 0.0, g_n, e.weights[n_keys], x_of(R[n_keys], err[n_keys], stats.P));
+      stats.sink = e.weights[n_keys];
     }
     double d_fa = 0;
     if (given_out) {
@@ -961,10 +1010,11 @@ class Backward {
     if (!certify) return;
     // Step B5 and B6: dQ_i = σ Σ_j dS_ij k_j.
     GradientSums sums(p_.E);
-    sums.reserve(n);
-    for (std::size_t t = 0; t < n; ++t) {
+    sums.reserve(n_keys);
+    for (std::size_t t = 0; t < n_keys; ++t) {
       const Weight w_s = statistical_weight(w[t], e.weights[t].hi, stats, R[t], err[t]);
-      const Ds ds = ds_of(units_, e.weights[t], w[t], w_s, dp[t], e_dp[t], stats);
+      const Ds ds = through_softcap(ds_of(units_, e.weights[t], w[t], w_s, dp[t], e_dp[t], stats),
+                                    multiply(sigma_, e.dots[t]), err[t]);
       const double* k = key_row(r.b, g, e.keys[t]);
       const std::optional<RandomTerm> random = random_term(stats, e.weights[t], {R[t], err[t], absolute[t]}, w[t],
                                                            &dp[t], e_dp[t], ds.mag, sigma_l2(q, k));
@@ -984,7 +1034,7 @@ class Backward {
   struct Term {
     Interval P;
     Weight w, w_s;
-    Ds ds;
+    Ds ds, ds_k;  // dS (dV's and dβ's), and dS (1 - t²) for dK (Step B11; dS itself without softcap)
     TermBlocks blocks;                              // Model S's
     std::optional<RandomTerm> random_ds, random_p;  // Step SB5
   };
@@ -993,7 +1043,8 @@ class Backward {
     const double* q = p_.query.data() + tensor_index(p_, p_.q_heads, p_.L, p_.E, b, h, i, 0);
     const DotEnclosure dot = dot_enclosure(q, key_row(b, g, j), p_.E, e_bound_);
     const double bias = additive_bias(p_, b, h, i, j);
-    const Interval score = add(multiply(sigma_, dot.value), {bias, bias});
+    const Interval raw = multiply(sigma_, dot.value);
+    const Interval score = add(capped(raw), {bias, bias});
     const Interval arg = subtract(score, r.lse);
     const Interval P{exp_enclosure(arg.lo).lo, std::min(1.0, exp_enclosure(std::min(arg.hi, 0.0)).hi)};
     const auto sb = score_error_(dot.abs_upper, std::fabs(bias), units_.q_storage ? abs_key + r.abs_query : 0.0);
@@ -1001,8 +1052,9 @@ class Backward {
     const Weight w_s = statistical_weight(w, P.hi, r, sb.R, sb.e);
     const DotEnclosure dp = dot_enclosure(dout_.data() + output_index(p_, row, 0), value_row(b, g, j), p_.Ev, ev_bound_);
     const double e_dp = dp_error(units_, p_.Ev, dp);
-    Term t{P, w, w_s, ds_of(units_, P, w, w_s, dp, e_dp, r),
-           TermBlocks{widened(multiply(sigma_, dot.value), sb.e), widened(P, w.pi), widened(dp.value, e_dp)},
+    const Ds ds = ds_of(units_, P, w, w_s, dp, e_dp, r);
+    Term t{P, w, w_s, ds, through_softcap(ds, raw, sb.e),
+           TermBlocks{widened(raw, sb.e), widened(P, w.pi), widened(dp.value, e_dp)},
            std::nullopt, std::nullopt};
     if (units_.random_terms) {
       const double l2 = sigma_l2(q, key_row(b, g, j));
@@ -1078,8 +1130,8 @@ class Backward {
         if (!takes_part(p_, b, h, i, j)) continue;
         const std::size_t row = (b * p_.q_heads + h) * p_.L + i;
         const Term t = term_of(b, h, i, j, stats[row], abs_key);
-        k_sums.add(p_.query.data() + tensor_index(p_, p_.q_heads, p_.L, p_.E, b, h, i, 0), t.ds.value, t.ds.err,
-                   t.ds.err_s, t.ds.mag, t.blocks, t.random_ds ? &*t.random_ds : nullptr);
+        k_sums.add(p_.query.data() + tensor_index(p_, p_.q_heads, p_.L, p_.E, b, h, i, 0), t.ds_k.value, t.ds_k.err,
+                   t.ds_k.err_s, t.ds_k.mag, t.blocks, t.random_ds ? &*t.random_ds : nullptr);
         v_sums.add(dout_.data() + output_index(p_, row, 0), t.P, t.w.pi, t.w_s.pi, t.w.used,
                    TermBlocks{t.blocks.dot, t.blocks.weight, {0, 0}}, t.random_p ? &*t.random_p : nullptr);
       }
@@ -1119,6 +1171,60 @@ class Backward {
       out.exact[e] = element.exact[0], out.fine[e] = element.fine[0], out.band[e] = element.band[0];
       out.band_s[e] = element.band_s[0];
     }
+  }
+
+  // Step B11 (softcap): c·tanh(x/c) of the raw score x = σ q·k, enclosed outwards (x itself without softcap).
+  Interval capped(Interval raw) const {
+    if (!(p_.softcap > 0)) return raw;
+    const double c = p_.softcap;
+    return multiply({c, c}, tanh_enclosure({next_down(raw.lo / c), next_up(raw.hi / c)}));
+  }
+
+  // Step B11: dS times the cap's derivative f = 1 - t², t = tanh(x/c), for dQ and dK. |t̂ - t| <= e/c
+  // (e the score's error bound, which the capped score's c·t̂ meets before the bias); f̂ formed as
+  // 1 - t̂² or (1 - t̂)(1 + t̂) errs by (2|t| + ε_t) ε_t + γ_3 (f̄ + t̄²) + 3 flushes; the product fl(dS̃ f̂)
+  // with the scale's two extra roundings (σ/c, then c) and, with intermediates in storage, autograd's
+  // three (by c, by 1 - y², by 1/c): γ_3 + γ_3(u_s) of μ F̄, F̄ = f_hi + ε_f; dS to storage after
+  // the product (FlashAttention) its half-spacing once more.
+  Ds through_softcap(const Ds& ds, Interval raw, double e) const {
+    if (!(p_.softcap > 0)) return ds;
+    const Units& u = units_;
+    const double c = p_.softcap;
+    const Interval t = tanh_enclosure({next_down(raw.lo / c), next_up(raw.hi / c)});
+    const double t_hi = magnitude(t), t_lo = mignitude(t), e_t = up_bound(e / c * kSafety);
+    const Interval f{std::max(0.0, next_down(1 - next_up(t_hi * t_hi))), std::min(1.0, next_up(1 - next_down(t_lo * t_lo)))};
+    const double d_t2 = (2 * t_hi + e_t) * e_t, t_bar = t_hi + e_t;
+    const double u_f = u.intermediates ? u.u_s : u.u, h_f = u.intermediates ? u.h_s : u.lambda;
+    const double e_f = (d_t2 + gamma_bound(3, u_f) * (f.hi + d_t2 + t_bar * t_bar) + 3 * h_f) * kSafety;
+    const double F = f.hi + e_f, abs_ds = magnitude(ds.value);
+    const double g_r = gamma_bound(3, u.u) + (u.intermediates ? gamma_bound(3, u.u_s) : 0.0);
+    const double round = g_r * ds.mag * F + (u.intermediates ? 3 * u.h_s : u.lambda) + (u.p_storage ? u.h_s : 0.0);
+    const auto through = [&](double err) { return up_bound((err * F + abs_ds * e_f + round) * kSafety); };
+    return {multiply(ds.value, f), through(ds.err), through(ds.err_s), up_bound((ds.mag * F + round) * kSafety)};
+  }
+
+  // Step B12 (sinks): z_h's error as the kernel reads it, in compute (or, with intermediates, in storage
+  // too: the math path's concatenated logits).
+  double sink_error(std::size_t h) const {
+    const double z = sink_of(p_, h);
+    double e = std::fabs(round_to(arithmetic_.compute, z) - z);
+    if (units_.intermediates) e = std::max(e, std::fabs(round_to(arithmetic_.storage, z) - z) * (1 + units_.u) + e);
+    return up_bound(e * kSafety);
+  }
+
+  // Step B12: row `row`'s term of dz_h = -Σ P_iz D_i: P̃_iz = exp(z - ℓ̂) (FA) or the saved softmax's
+  // (M), its error π_z (Step B2 with R = |z|, e = z's error), and D̃'s d: |P̃ D̃ - P D| <= π_z |D| +
+  // P̄_z d (the product's rounding is B7's, in finish), |P̃ D̃| <= P̄_z (|D| + d).
+  void add_sink_term(const RowStats& r, std::size_t h, GradientSums& sums) const {
+    static constexpr double kMinusOne = -1;
+    const double R = std::fabs(sink_of(p_, h)), e = sink_error(h);
+    const Weight w = weight_of(units_, r.sink.hi, expm1_up(theta_of(units_, r, R, e)));
+    const Weight w_s = statistical_weight(w, r.sink.hi, r, R, e);
+    const double abs_D = magnitude(r.D);
+    const auto err = [&](const Weight& x, double d) { return up_bound((x.pi * abs_D + x.used * d) * kSafety); };
+    sums.add(&kMinusOne, multiply(r.sink, r.D), err(w, r.d), std::min(err(w, r.d), err(w_s, r.d_s)),
+             up_bound(w.used * (abs_D + r.d) * kSafety),
+             TermBlocks{{R, R}, widened(r.sink, w.pi), widened(r.D, r.d)});
   }
 
   // Step B2 (M): x_j of a key from its score's R_j and e_j and the row's P.
@@ -1184,6 +1290,10 @@ class Backward {
     return up_bound(sum * kSafety);
   }
 
+  const Units& units() const { return units_; }
+  // The sinks' gradient is stored in their format, fp32.
+  OutputFormat sink_format() const { return output_format(DType::fp32, units_); }
+
  private:
   const TensorProblem& p_;
   std::span<const double> dout_;
@@ -1243,7 +1353,8 @@ Result<Ok, Error> validate_backward(const TensorProblem& p, std::span<const doub
 
 BackwardReport certify_backward(const TensorProblem& p, std::span<const double> dout, std::span<const double> dq,
                                 std::span<const double> dk, std::span<const double> dv, const CertifyOptions& options,
-                                const BackwardInputs& inputs, std::span<const double> dmask) {
+                                const BackwardInputs& inputs, std::span<const double> dmask,
+                                std::span<const double> dsinks) {
   if (auto ok = validate(p); !ok) throw ContractError("certify_backward: " + ok.error().message);
   if (auto ok = validate_backward(p, dout, inputs); !ok) throw ContractError("certify_backward: " + ok.error().message);
   if (const std::string error = structure_error(options.arithmetic.structure); !error.empty())
@@ -1258,6 +1369,9 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
     throw ContractError("certify_backward: dmask given but the problem has no additive mask");
   if (with_mask && dmask.size() != p.mask.size())
     throw ContractError("certify_backward: dmask size is not the mask's");
+  const bool with_sinks = !dsinks.empty();
+  if (with_sinks && !has_sinks(p)) throw ContractError("certify_backward: dsinks given but the problem has no sinks");
+  if (with_sinks && dsinks.size() != p.q_heads) throw ContractError("certify_backward: dsinks size is not Hq");
   const std::size_t group = p.q_heads / p.kv_heads;
   const Backward backward(p, dout, options, inputs);
   const auto key_at = [&](std::size_t key) {
@@ -1300,6 +1414,17 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
       const std::size_t m = ((md[0] == 1 ? 0 : r.b) * md[1] + (md[1] == 1 ? 0 : r.h)) * md[2] + (md[2] == 1 ? 0 : r.i);
       if (certify_m[m]) needed[row] = 1;
     }
+  }
+  // The sink heads certified (Step B12): each sums over the B·L rows of its head, so with options.rows
+  // max(1, ⌈rows / (B·L)⌉) of them, drawn with the seed; all of them otherwise.
+  std::vector<char> certify_s(with_sinks ? p.q_heads : 0, 0);
+  if (with_sinks) {
+    const std::size_t fan = std::max<std::size_t>(1, p.batch * p.L);
+    const std::size_t wanted = options.rows ? std::max<std::size_t>(1, (*options.rows + fan - 1) / fan) : p.q_heads;
+    std::mt19937_64 random(options.seed ^ 0x2545f4914f6cdd1dULL);
+    for (std::size_t h : shuffled(p.q_heads, wanted, random)) certify_s[h] = 1;
+    for (std::size_t row = 0; row < rows; ++row)
+      if (certify_s[row_index(p, row).h]) needed[row] = 1;
   }
   std::vector<RowOutcome> q_outcomes(rows), k_outcomes(keys), v_outcomes(keys);
   std::vector<RowStats> stats(rows);
@@ -1380,12 +1505,30 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
     }
   });
 
+  // Phase D (Step B12): the sinks' gradients, after the cheap checks (finite; every head's, certified or not).
+  std::vector<RowOutcome> s_outcomes(certify_s.size());
+  std::vector<CertifiedRow> s_rows(certify_s.size());
+  for (std::size_t h = 0; h < certify_s.size(); ++h) {
+    cheap_checks(dsinks, h, 1, {0, h, 0}, false, DType::fp32, "", s_outcomes[h]);
+    if (!certify_s[h]) continue;
+    GradientSums sums(1);
+    for (std::size_t b = 0; b < p.batch; ++b)
+      for (std::size_t i = 0; i < p.L; ++i) {
+        const RowStats& r = stats[(b * p.q_heads + h) * p.L + i];
+        if (r.has_keys) backward.add_sink_term(r, h, sums);  // a row without keys: O = 0, no term
+      }
+    s_rows[h].row = h;
+    s_rows[h].index = {0, h, 0};
+    finish(sums, backward.units(), sigma_of(p), {.scaled = false, .format = backward.sink_format()}, s_rows[h]);
+  }
+
   // MPFI where the fast enclosures do not decide (fp64 kernels).
   bool refine = false;
   for (const auto& row : q_rows) refine = refine || (row && undecided(*row));
   for (std::size_t key = 0; key < keys; ++key)
     refine = refine || (!k_rows[key].band.empty() && (undecided(k_rows[key]) || undecided(v_rows[key])));
   for (const CertifiedRow& row : m_rows) refine = refine || (!row.band.empty() && undecided(row));
+  for (const CertifiedRow& row : s_rows) refine = refine || (!row.band.empty() && undecided(row));
   const double work = static_cast<double>(rows) * static_cast<double>(p.S) * static_cast<double>(p.E + p.Ev);
   for (int bits = 128; refine && work <= kMpfiWork && bits <= 512; bits *= 2) {
     const GradientEnclosure exact = enclose_gradients(p, dout, bits);
@@ -1404,6 +1547,8 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
     }
     for (std::size_t m = 0; m < mask_rows; ++m)
       if (!m_rows[m].band.empty()) replace(m_rows[m], exact.dmask, m * md[3]);
+    for (std::size_t h = 0; h < s_rows.size(); ++h)
+      if (!s_rows[h].band.empty()) replace(s_rows[h], exact.dsinks, h);
   }
   std::vector<char> certified_k(keys, 0);
   for (std::size_t row = 0; row < rows; ++row)
@@ -1420,6 +1565,12 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
     certified_m[m] = 1;
     judge_row(m_rows[m], dmask, m * md[3], p.dtype, options.tier, m_outcomes[m]);
   }
+  std::vector<char> certified_s(s_rows.size(), 0);
+  for (std::size_t h = 0; h < s_rows.size(); ++h) {
+    if (s_rows[h].band.empty()) continue;
+    certified_s[h] = 1;
+    judge_row(s_rows[h], dsinks, h, DType::fp32, options.tier, s_outcomes[h]);
+  }
   std::vector<char> certified_q(rows, 0);
   for (std::size_t row = 0; row < rows; ++row) certified_q[row] = q_rows[row] ? 1 : 0;
 
@@ -1431,6 +1582,10 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
   if (with_mask) {
     report.dmask = report_of(m_outcomes, certified_m, options, lambda);
     report.dmask->plain = false;
+  }
+  if (with_sinks) {
+    report.dsinks = report_of(s_outcomes, certified_s, options, lambda);
+    report.dsinks->plain = false;
   }
   for (TensorReport* r : {&report.dq, &report.dk, &report.dv}) r->plain = false;
   CertifyOptions forward = options;
@@ -1444,6 +1599,7 @@ BackwardReport certify_backward(const TensorProblem& p, std::span<const double> 
     report.lse = certify_lse(p, inputs.lse, forward, inputs.lse_format);
   }
   report.passed = report.dq.passed && report.dk.passed && report.dv.passed && (!report.dmask || report.dmask->passed) &&
+                  (!report.dsinks || report.dsinks->passed) &&
                   (!report.out || report.out->passed) &&
                   (!report.lse || report.lse->passed);
   return report;
@@ -1453,6 +1609,7 @@ std::string BackwardReport::summary() const {
   std::string text = passed ? "passed" : "FAILED";
   text += "\n  dq: " + dq.summary() + "\n  dk: " + dk.summary() + "\n  dv: " + dv.summary();
   if (dmask) text += "\n  dmask: " + dmask->summary();
+  if (dsinks) text += "\n  dsinks: " + dsinks->summary();
   if (out) text += "\n  out: " + out->summary();
   if (lse) text += "\n  lse: " + lse->summary();
   return text;

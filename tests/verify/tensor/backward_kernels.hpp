@@ -51,6 +51,10 @@ struct BackwardChoices {
   bool dmask_first_head = false;    ///< bug: a mask broadcast over heads takes head 0's dS only
   bool dmask_no_D = false;          ///< bug: the mask's gradient P ∘ dP (D left out there only)
   bool ds_in_bf16 = false;          ///< bug: dS rounded to bf16 before dQ and dK (an fp32 kernel)
+  bool no_dtanh = false;            ///< bug: softcap's derivative 1 - tanh² left out of dQ and dK
+  bool dsink_sign = false;          ///< bug: dz = +Σ P_z D (the sign of the sink's gradient lost)
+  bool dsink_unweighted = false;    ///< bug: dz = -Σ D (the sink's weight left out)
+  bool lse_without_sink = false;    ///< bug: P recomputed from the keys' LSE, the sink left out of it
 };
 
 /// What a forward-and-backward run returns: the forward's out [B, Hq, L, Ev] and natural LSE
@@ -58,7 +62,7 @@ struct BackwardChoices {
 /// and dq, dk, dv in the problem's layout; with an additive mask its gradient dmask in the mask's
 /// shape (dS summed over each element's broadcast positions, in T, then stored).
 struct BackwardRun {
-  std::vector<double> out, lse, dq, dk, dv, dmask;
+  std::vector<double> out, lse, dq, dk, dv, dmask, dsinks;  ///< dsinks [Hq] in fp32, with sinks
 };
 
 template <class T>
@@ -101,12 +105,26 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
   const auto k_used = [&](std::size_t b, std::size_t g, std::size_t j, std::size_t c) {
     return choices.prescaled_key ? store(k_at(b, g, j, c) * scale) : k_at(b, g, j, c);
   };
-  const auto score_of = [&](std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
+  // Softcap: c·tanh(x/c) of the raw score x, as FlashAttention forms it (the quotient, tanh, the product).
+  const T cap = static_cast<T>(p.softcap);
+  const auto raw_of = [&](std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
     T dot = 0;
     for (std::size_t c = 0; c < p.E; ++c) dot += q_at(b, h, i, c) * k_used(b, h / group, j, c);
-    T s = choices.prescaled_key ? dot : inter(inter(dot) * scale);
+    return choices.prescaled_key ? dot : inter(inter(dot) * scale);
+  };
+  const auto score_of = [&](std::size_t b, std::size_t h, std::size_t i, std::size_t j) {
+    T s = raw_of(b, h, i, j);
+    if (p.softcap > 0) s = inter(cap * inter(std::tanh(inter(s / cap))));
     return inter(s + static_cast<T>(verify::additive_bias(p, b, h, i, j)));
   };
+  // The cap's derivative 1 - t² from the recomputed t (1 without softcap).
+  const auto slope_of = [&](std::size_t b, std::size_t h, std::size_t i, std::size_t j) -> T {
+    if (!(p.softcap > 0) || choices.no_dtanh) return T(1);
+    const T t = inter(std::tanh(inter(raw_of(b, h, i, j) / cap)));
+    return inter(T(1) - inter(t * t));
+  };
+  const bool sinks = verify::has_sinks(p);
+  std::vector<T> dsinks(p.sinks.size(), T(0));
   // dS of every row, kept for the dk_from_ds bug: [B, Hq, L, S].
   std::vector<T> dS_all(p.batch * p.q_heads * p.L * p.S, T(0));
   const bool with_dmask = p.mask_kind == verify::TensorMask::additive;
@@ -128,6 +146,7 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
         const auto out_at = [&](std::size_t c) { return tensor_index(p, p.q_heads, p.L, p.Ev, b, h, i, c); };
         const auto dq_at = [&](std::size_t c) { return tensor_index(p, p.q_heads, p.L, p.E, b, h, i, c); };
         if (m == -inf) {
+          if (sinks) run.lse[row] = static_cast<double>(static_cast<T>(verify::sink_of(p, h)));  // log e^z
           if (choices.nan_masked_rows) {
             for (std::size_t c = 0; c < p.E; ++c) dq[dq_at(c)] = std::numeric_limits<T>::quiet_NaN();
             for (std::size_t j = 0; j < p.S && with_dmask; ++j)
@@ -135,9 +154,14 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
           }
           continue;
         }
-        T sum = 0;
+        const T z = static_cast<T>(sinks ? verify::sink_of(p, h) : 0.0);
+        if (sinks) m = std::max(m, z);  // the sink is one more logit of the softmax
+        T sum = 0, sum_keys = 0;
         for (std::size_t j = 0; j < p.S; ++j)
           if (s[j] != -inf) sum += std::exp(s[j] - m);
+        sum_keys = sum;
+        const T P_sink = sinks ? inter(std::exp(z - m) / (sum + std::exp(z - m))) : T(0);
+        if (sinks) sum += std::exp(z - m);
         const T lse = m + std::log(sum);
         run.lse[row] = static_cast<double>(lse);
         std::vector<T> out(p.Ev, T(0));
@@ -161,7 +185,8 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
           for (std::size_t c = 0; c < p.Ev; ++c) dot += d_out(c) * v_at(b, g, j, c);
           dP[j] = inter(dot);
         }
-        const T lse_used = choices.p_from_log2_lse ? lse * static_cast<T>(std::numbers::log2e) : lse;
+        const T lse_keys = choices.lse_without_sink ? m + std::log(sum_keys) : lse;
+        const T lse_used = choices.p_from_log2_lse ? lse_keys * static_cast<T>(std::numbers::log2e) : lse_keys;
         const auto weight = [&](std::size_t j) -> T {
           if (choices.algorithm == BackwardAlgorithm::math && !choices.ignore_causal && !choices.ignore_window) return P[j];
           return std::exp(score_of(b, h, i, j) - lse_used);
@@ -175,6 +200,11 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
             if (part[j]) D += weight(j) * dP[j];
         }
         if (choices.no_D) D = 0;
+        if (sinks) {  // dz_h -= P_z D_i: the saved weight (math) or exp(z - LSE) (flash)
+          const T P_z = choices.algorithm == BackwardAlgorithm::math ? P_sink : std::exp(z - lse_used);
+          const T term = choices.dsink_unweighted ? D : inter(P_z * D);
+          dsinks[h] += choices.dsink_sign ? term : -term;
+        }
         for (std::size_t t = 0; t < p.S; ++t) {
           const std::size_t j = choices.reverse ? p.S - 1 - t : t;
           if (!part[j]) continue;
@@ -189,17 +219,18 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
             const T g = choices.dmask_no_D ? Pj * dP[j] : dS;
             dmask[verify::mask_offset(p, b, h, i, j)] += choices.dmask_scaled ? g * scale : g;
           }
-          for (std::size_t c = 0; c < p.E; ++c) dq[dq_at(c)] += dS * k_used(b, g, j, c);
+          const T dS_k = p.softcap > 0 ? inter(dS * slope_of(b, h, i, j)) : dS;  // dS (1 - t²) for q and k
+          for (std::size_t c = 0; c < p.E; ++c) dq[dq_at(c)] += dS_k * k_used(b, g, j, c);
           if (choices.gqa_first_head && h % group != 0) continue;
           const T P_v = choices.dv_unnormalized ? std::exp(score_of(b, h, i, j) - m) : Pj;
           const T P_stored = choices.round_storage ? store(P_v) : P_v;
           if (choices.per_head_storage) {
-            for (std::size_t c = 0; c < p.E; ++c) dk_head[(((b * p.q_heads + h) * p.S) + j) * p.E + c] += dS * q_at(b, h, i, c);
+            for (std::size_t c = 0; c < p.E; ++c) dk_head[(((b * p.q_heads + h) * p.S) + j) * p.E + c] += dS_k * q_at(b, h, i, c);
             for (std::size_t c = 0; c < p.Ev; ++c) dv_head[(((b * p.q_heads + h) * p.S) + j) * p.Ev + c] += P_stored * d_out(c);
             continue;
           }
           for (std::size_t c = 0; c < p.E; ++c)
-            if (!choices.dk_from_ds) dk[tensor_index(p, p.kv_heads, p.S, p.E, b, g, j, c)] += dS * q_at(b, h, i, c);
+            if (!choices.dk_from_ds) dk[tensor_index(p, p.kv_heads, p.S, p.E, b, g, j, c)] += dS_k * q_at(b, h, i, c);
           for (std::size_t c = 0; c < p.Ev; ++c)
             dv[tensor_index(p, p.kv_heads, p.S, p.Ev, b, g, j, c)] += P_stored * d_out(c);
         }
@@ -240,6 +271,7 @@ BackwardRun backward_kernel(const verify::TensorProblem& p, const std::vector<do
   run.dk = finish(dk, scale, !choices.no_scale_dk && !choices.per_head_storage, choices.round_kv);
   run.dv = finish(dv, T(1), false, choices.round_kv);
   run.dmask = finish(dmask, T(1), false, nullptr);
+  for (const T x : dsinks) run.dsinks.push_back(static_cast<double>(static_cast<float>(x)));
   return run;
 }
 

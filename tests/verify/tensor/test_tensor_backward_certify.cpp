@@ -697,6 +697,105 @@ TEST(TensorBackwardCertify, TheStatisticalTierCatchesDsInBf16AtLongRows) {
 namespace attn::verify {
 namespace {
 
+// Softcap and sinks (Steps B11, B12): every correct kernel of the zoo passes on every problem with
+// c·tanh(s/c) (c = 2, so the cap bends the scores), with per-head sinks, and with both, in both tiers;
+// the sinks' gradient is certified too. The bugs the trackers report are caught: the cap's derivative
+// left out, the sink's gradient with the wrong sign or without its weight, P recomputed from an LSE
+// that left the sink out.
+enum class Feature { softcap, sinks, both };
+Case with_feature(Case c, Feature f) {
+  TensorProblem& p = c.problem;
+  if (f != Feature::sinks) p.softcap = 2, c.name += " softcap 2";
+  if (f != Feature::softcap) {
+    const double z[] = {1.5, -2.0, 0.375, 4.0};
+    for (std::size_t h = 0; h < p.q_heads; ++h) p.sinks.push_back(z[h % 4]);
+    c.name += " sinks";
+  }
+  return c;
+}
+BackwardReport certify_features(const Case& c, const BackwardRun& run, const char* profile, bool with_forward) {
+  BackwardInputs inputs;
+  if (with_forward) inputs.out = run.out, inputs.lse = run.lse;
+  return certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, options_for(profile), inputs, run.dmask,
+                          run.dsinks);
+}
+
+TEST(TensorBackwardCertify, SoftcapAndSinksOfCorrectKernelsPass) {
+  for (const Kernel& kernel : correct_kernels()) {
+    double worst = 0, worst_sinks = 0;
+    for (Feature f : {Feature::softcap, Feature::sinks, Feature::both})
+      for (const Case& plain : cases(kernel.dtype)) {
+        const Case c = with_feature(plain, f);
+        const BackwardRun run = kernel.run(c);
+        for (bool with_forward : {true, false}) {
+          const BackwardReport r = certify_features(c, run, kernel.profile, with_forward);
+          bool ok = both_tiers_pass(r);
+          if (r.dsinks) ok = ok && r.dsinks->certified.passed && r.dsinks->statistical.passed;
+          EXPECT_TRUE(ok) << kernel.name << " on " << c.name << (with_forward ? "" : " (no out/lse)") << "\n"
+                          << r.summary();
+          EXPECT_EQ(r.dsinks.has_value(), f != Feature::softcap) << c.name;
+          worst = std::max(worst, worst_usage(r));
+          if (r.dsinks) worst_sinks = std::max(worst_sinks, r.dsinks->max_band_usage);
+        }
+      }
+    std::printf("softcap/sinks backward %-22s profile %-9s worst band usage %.3g, dsinks %.3g\n", kernel.name.c_str(),
+                kernel.profile, worst, worst_sinks);
+  }
+}
+
+TEST(TensorBackwardCertify, SoftcapAndSinksMutantsAreCaught) {
+  struct FeatureMutant {
+    std::string name;
+    std::function<void(BackwardChoices&)> set;
+    Feature feature;
+  };
+  const std::vector<FeatureMutant> zoo = {
+      {"softcap derivative left out", [](BackwardChoices& c) { c.no_dtanh = true; }, Feature::softcap},
+      {"sink gradient's sign", [](BackwardChoices& c) { c.dsink_sign = true; }, Feature::sinks},
+      {"sink gradient without P_z", [](BackwardChoices& c) { c.dsink_unweighted = true; }, Feature::sinks},
+      {"P from an LSE without the sink", [](BackwardChoices& c) { c.lse_without_sink = true; }, Feature::sinks},
+  };
+  std::printf("%-34s %-8s %s\n", "softcap/sinks mutant (fp32 flash)", "caught", "worst band usage");
+  for (const FeatureMutant& m : zoo) {
+    BackwardChoices choices;
+    m.set(choices);
+    std::size_t caught = 0, applicable = 0;
+    double worst = 0;
+    for (const Case& plain : cases(DType::fp32)) {
+      const Case c = with_feature(plain, m.feature);
+      const BackwardRun run = testing_support::backward_kernel<float>(c.problem, c.dout, choices);
+      // Equivalent here: on some problems the bug changes no bit (equal scores of 0, where tanh' = 1;
+      // a sink e^{z-m} that underflows beside huge scores). No checker can catch those; every other
+      // problem must be caught.
+      const BackwardRun good = testing_support::backward_kernel<float>(c.problem, c.dout, {});
+      if (run.dq == good.dq && run.dk == good.dk && run.dv == good.dv && run.dsinks == good.dsinks) continue;
+      ++applicable;
+      const BackwardReport r = certify_features(c, run, "fp32", false);
+      caught += r.passed ? 0 : 1;
+      if (r.passed) ADD_FAILURE() << m.name << " not caught on " << c.name << "\n" << r.summary();
+      worst = std::max({worst, worst_usage(r), r.dsinks ? r.dsinks->max_band_usage : 0.0});
+    }
+    EXPECT_GE(applicable, 6u) << m.name << ": too few problems where the bug shows";
+    std::printf("%-34s %zu/%-6zu %.3g\n", m.name.c_str(), caught, applicable, worst);
+  }
+}
+
+TEST(TensorBackwardCertify, SinksGradientArgumentsAreChecked) {
+  Case c = with_feature(cases(DType::fp32)[0], Feature::sinks);
+  const BackwardRun run = testing_support::backward_kernel<float>(c.problem, c.dout, {});
+  const CertifyOptions o = options_for("fp32");
+  std::vector<double> short_sinks(run.dsinks.begin(), run.dsinks.end() - 1);
+  EXPECT_THROW((void)certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, o, {}, {}, short_sinks), ContractError);
+  TensorProblem plain = cases(DType::fp32)[0].problem;
+  EXPECT_THROW((void)certify_backward(plain, c.dout, run.dq, run.dk, run.dv, o, {}, {}, run.dsinks), ContractError);
+  std::vector<double> nan_sinks = run.dsinks;
+  nan_sinks[1] = std::nan("");
+  const BackwardReport r = certify_backward(c.problem, c.dout, run.dq, run.dk, run.dv, o, {}, {}, nan_sinks);
+  ASSERT_TRUE(r.dsinks.has_value());
+  EXPECT_FALSE(r.dsinks->passed) << r.summary();
+  EXPECT_FALSE(r.passed);
+}
+
 // Found in review. (1) A sum of tiny addends into a large partial sum stagnates: each addition rounds
 // back, and the whole tail is lost with one sign (not mean-zero): one key's weight 1 first, then 4095
 // rows' weights near 2^-24.6 into the same dV, an fp32 kernel. (2) The math path's normalization
