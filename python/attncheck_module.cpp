@@ -265,7 +265,10 @@ py::tuple gradients(const Array& dout, const Array& query, const Array& key, con
     for (std::size_t n = 0; n < values.size(); ++n) data[n] = values[n].head + values[n].tail;
     return out;
   };
-  return py::make_tuple(array(g.dq, query), array(g.dk, key), array(g.dv, value));
+  if (problem.sinks.empty()) return py::make_tuple(array(g.dq, query), array(g.dk, key), array(g.dv, value));
+  py::array_t<double> dsinks(static_cast<py::ssize_t>(g.dsinks.size()));
+  for (std::size_t h = 0; h < g.dsinks.size(); ++h) dsinks.mutable_data()[h] = g.dsinks[h].head + g.dsinks[h].tail;
+  return py::make_tuple(array(g.dq, query), array(g.dk, key), array(g.dv, value), dsinks);
 }
 
 
@@ -280,7 +283,8 @@ py::dict certify_backward(const Array& dq, const Array& dk, const Array& dv, con
                           std::optional<std::size_t> rows, std::uint64_t seed, const std::string& tier, double alpha,
                           std::size_t max_failures, const std::optional<Array>& out, const std::optional<Array>& lse,
                           std::optional<std::string> lse_precision, bool lse_base2, bool lse_masked_plus_inf,
-                          const std::string& algorithm, const std::optional<Array>& dmask) {
+                          const std::string& algorithm, const std::optional<Array>& dmask,
+                          const std::optional<Array>& dsinks) {
   const attn::verify::CertifyOptions options =
       options_of(precision, exp_ulps, weights_in_storage, query_in_storage, rows, seed, tier, alpha, max_failures);
   std::optional<attn::verify::DType> kv_dtype;
@@ -330,11 +334,17 @@ py::dict certify_backward(const Array& dq, const Array& dk, const Array& dv, con
               "dmask: shape must be attn_mask's");
     dmask_values = values_of(*dmask);
   }
+  std::vector<double> dsinks_values;
+  if (dsinks) {
+    require(!problem.sinks.empty(), "dsinks: given without sinks");
+    require(static_cast<std::size_t>(dsinks->size()) == problem.q_heads, "dsinks: must hold Hq values (sinks' shape)");
+    dsinks_values = values_of(*dsinks);
+  }
   attn::verify::BackwardReport report;
   {
     const py::gil_scoped_release release;
     report = attn::verify::certify_backward(problem, upstream, dq_values, dk_values, dv_values, options, inputs,
-                                            dmask_values);
+                                            dmask_values, dsinks_values);
   }
   py::dict result;
   result["passed"] = report.passed;
@@ -342,6 +352,7 @@ py::dict certify_backward(const Array& dq, const Array& dk, const Array& dv, con
   result["dk"] = report_dict(report.dk);
   result["dv"] = report_dict(report.dv);
   if (report.dmask) result["dmask"] = report_dict(*report.dmask);
+  if (report.dsinks) result["dsinks"] = report_dict(*report.dsinks);
   if (report.out) result["out"] = report_dict(*report.out);
   if (report.lse) result["lse"] = report_dict(*report.lse);
   result["summary"] = report.summary();
@@ -371,12 +382,12 @@ PYBIND11_MODULE(_attncheck, m) {
         py::arg("rows") = py::none(), py::arg("seed") = 0, py::arg("tier") = "certified", py::arg("alpha") = 1e-9,
         py::arg("max_failures") = 100, py::arg("out") = py::none(), py::arg("lse") = py::none(),
         py::arg("lse_precision") = py::none(), py::arg("lse_base2") = false, py::arg("lse_masked_plus_inf") = false,
-        py::arg("algorithm") = "either", py::arg("dmask") = py::none(),
+        py::arg("algorithm") = "either", py::arg("dmask") = py::none(), py::arg("dsinks") = py::none(),
         "Certifies a backward's dq, dk, dv (float64 arrays shaped as query, key, value, [B, H, *, *]) for dout; "
-        "returns the reports as a dict (dq, dk, dv; dmask, out and lse when given). ValueError names the argument at fault.");
+        "returns the reports as a dict (dq, dk, dv; dmask, dsinks, out and lse when given). ValueError names the argument at fault.");
   m.def("gradients", &gradients, py::arg("dout"), py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(),
         py::arg("mask"), py::arg("mask_kind"), py::arg("causal"), py::arg("window") = std::pair<std::int64_t, std::int64_t>{-1, -1}, py::arg("alibi_slopes") = std::vector<double>{}, py::arg("softcap") = 0.0, py::arg("sinks") = std::vector<double>{}, py::arg("scale"), py::arg("key_lengths"),
         py::arg("precision"), py::arg("kv_precision") = py::none(), py::arg("bits") = 128,
-        "The exact gradients (dq, dk, dv) of sum(dout * SDPA(...)) as float64 arrays shaped as query, key, value "
+        "The exact gradients (dq, dk, dv, and dsinks with sinks) of sum(dout * SDPA(...)) as float64 arrays shaped as query, key, value "
         "([B, H, *, *] float64 arrays holding exact values). ValueError names the argument at fault.");
 }

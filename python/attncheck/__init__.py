@@ -59,10 +59,11 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     softcapping, c·tanh(s/c) of the scaled score s before the bias is added (0 off; the kernel's
     tanh within ``tanh_ulps`` (default 4) ulps plus (exp_ulps + 1.5) u absolute: a GPU kernel on
     tanh.approx.f32, FlashAttention 2 and 3's fast_tanh (about 2^-11 relative), needs 8192;
-    forward and LSE only, the backward refuses it). sinks:
+    check_attention_backward certifies the cap's derivative too). sinks:
     [Hq] float32 logits (gpt-oss, FlashAttention 4) that join each row's softmax denominator,
     Σ_j e^{s_j} + e^{z_h}, and carry no value; forward and LSE (log(Σ_j e^{s_j} + e^{z_h}); z_h in a
-    row without keys), with no declared kernel structure; the backward refuses them. scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
+    row without keys), with no declared kernel structure; check_attention_backward certifies their
+    gradient (dsinks). scale: the multiplier of Q·Kᵀ (default 1/√E). enable_gqa: Hq = G·Hkv, query head h reads
     kv head h // G. key_lengths: per batch item, keys j >= length are masked. precision: "fp64",
     "fp32", "fp16", "bf16", "fp16-math" or "bf16-math" (PyTorch's math path: the scaled Q, the
     scores and P rounded to the dtype too) (default: the inputs' dtype; an out of another dtype is noted in
@@ -277,12 +278,15 @@ def _window(window_size):
 
 
 def exact_gradients(dout, query, key, value, *, attn_mask=None, is_causal=False, causal_alignment="top-left",
-                    window_size=(-1, -1), alibi_slopes=None, scale=None, enable_gqa=False, key_lengths=None, bits=128):
+                    window_size=(-1, -1), alibi_slopes=None, softcap=0.0, sinks=None, scale=None, enable_gqa=False,
+                    key_lengths=None, bits=128):
     """The exact gradients (dq, dk, dv) of Σ dout ∘ SDPA(query, key, value, ...) for the exact inputs,
     as float64 arrays in the inputs' shapes: each the midpoint of an MPFI enclosure at ``bits`` bits,
     so within about 2^-53 relative of the exact value (rounded to float64). Semantics and arguments as
     check_attention's; dout has out's shape. Under GQA dk and dv sum over each kv head's group; a row
     without keys contributes nothing and its dq is zero (the limit PyTorch's math path turns into NaN).
+    Under softcap the scores' gradient carries the cap's slope 1 - tanh²(s/c). With sinks the result is
+    (dq, dk, dv, dsinks), dsinks [Hq] the gradient of each head's sink logit, -Σ_{b,i} P_iz D_i.
     A reference, not a verdict: check_attention_backward judges a backward's gradients.
     """
     dout_values, _ = as_exact_array(dout, "dout")
@@ -291,13 +295,17 @@ def exact_gradients(dout, query, key, value, *, attn_mask=None, is_causal=False,
     bits = check_int(bits, "bits", minimum=64)
     if bits > 4096:
         raise ValueError(f"bits: expected at most 4096, got {bits}")
-    dq, dk, dv = _attncheck.gradients(
+    softcap = _softcap(softcap)
+    sink_logits = _sinks(sinks, call.q.shape)
+    grads = _attncheck.gradients(
         dout_values.reshape(to_rank4(dout_values.shape, "dout")), call.q.reshape(to_rank4(call.q.shape, "query")),
         call.k.reshape(to_rank4(call.k.shape, "key")), call.v.reshape(to_rank4(call.v.shape, "value")),
-        mask=call.mask, mask_kind=call.mask_kind, causal=call.causal, window=call.window, alibi_slopes=call.alibi, scale=call.scale, key_lengths=call.lengths,
+        mask=call.mask, mask_kind=call.mask_kind, causal=call.causal, window=call.window, alibi_slopes=call.alibi,
+        softcap=softcap, sinks=sink_logits, scale=call.scale, key_lengths=call.lengths,
         precision=PRECISION_OF_DTYPE[call.q_dtype],
         kv_precision=None if call.k_dtype == call.q_dtype else PRECISION_OF_DTYPE[call.k_dtype], bits=bits)
-    return dq.reshape(call.q.shape), dk.reshape(call.k.shape), dv.reshape(call.v.shape)
+    shaped = (grads[0].reshape(call.q.shape), grads[1].reshape(call.k.shape), grads[2].reshape(call.v.shape))
+    return shaped + tuple(grads[3:])
 
 
 def assert_attention_close(out, query, key, value, **kwargs) -> None:

@@ -11,6 +11,7 @@ from ._inputs import PRECISION_OF_DTYPE, PRECISIONS, as_exact_array, check_int, 
 from ._report import Report, _encode
 
 _GRADIENTS = ("dq", "dk", "dv")
+_OPTIONAL = ("dmask", "dsinks", "out", "lse")
 
 
 def _listed(names) -> str:
@@ -29,6 +30,7 @@ class BackwardReport:
     dk: Report
     dv: Report
     dmask: Report = None  #: the float attn_mask's gradient, certified when given (indexed as attn_mask)
+    dsinks: Report = None  #: the sinks' gradient ([Hq], indexed (head,)), certified when given
     out: Report = None  #: the forward's output, certified when given
     lse: Report = None  #: the forward's LSE, certified when given
     precision: str = ""
@@ -39,8 +41,8 @@ class BackwardReport:
 
     @property
     def reports(self) -> dict:
-        """name -> Report for every tensor judged (dq, dk, dv, then dmask, out and lse when present)."""
-        names = _GRADIENTS + tuple(name for name in ("dmask", "out", "lse") if getattr(self, name) is not None)
+        """name -> Report for every tensor judged (dq, dk, dv, then dmask, dsinks, out and lse when present)."""
+        names = _GRADIENTS + tuple(name for name in _OPTIONAL if getattr(self, name) is not None)
         return {name: getattr(self, name) for name in names}
 
     def __str__(self) -> str:
@@ -62,7 +64,7 @@ class BackwardReport:
     def to_json(self, **dumps_options) -> str:
         """The report as strict JSON (each tensor's Report as Report.to_json writes it)."""
         data = {"passed": self.passed, "precision": self.precision, "notes": list(self.notes)}
-        for name in _GRADIENTS + ("dmask", "out", "lse"):
+        for name in _GRADIENTS + _OPTIONAL:
             report = getattr(self, name)
             data[name] = None if report is None else report._to_dict()
         return json.dumps(_encode(data), allow_nan=False, **dumps_options)
@@ -70,10 +72,10 @@ class BackwardReport:
 
 def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, lse=None, lse_base=None,
                              masked_lse="-inf", attn_mask=None, is_causal=False, causal_alignment="top-left",
-                             window_size=(-1, -1), alibi_slopes=None, scale=None, enable_gqa=False, key_lengths=None,
-                             precision=None, exp_ulps=None,
+                             window_size=(-1, -1), alibi_slopes=None, softcap=0.0, sinks=None, scale=None,
+                             enable_gqa=False, key_lengths=None, precision=None, exp_ulps=None,
                              weights_in_storage=None, query_in_storage=None, rows=None, seed=0, tier="certified",
-                             alpha=1e-9, algorithm=None, dmask=None) -> BackwardReport:
+                             alpha=1e-9, algorithm=None, dmask=None, dsinks=None) -> BackwardReport:
     """Certifies a backward pass: dq, dk, dv (shaped as query, key, value) against the exact gradients
     of Σ dout ∘ SDPA(query, key, value, ...) for the exact inputs, each element within the gradient
     band of ``precision`` (README, "Certifying a backward pass"). Never raises on wrong gradients.
@@ -96,11 +98,16 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
     row needs every query row of its head group, so sampling cuts less than in the forward. Both
     tiers: ``tier="statistical"`` judges with the statistical band (the sums' roundings under Model S;
     with ``algorithm="flash"`` the terms' own roundings too: about 10x narrower at 4096 keys), never
-    wider than the certified one. Raises TypeError/ValueError naming the argument at fault.
+    wider than the certified one. softcap: the forward's c·tanh(s/c); dS then carries the cap's
+    slope 1 - tanh²(s/c) into dq and dk (a kernel that forgets it fails). sinks: [Hq] float32 logits
+    as check_attention's; dsinks, the kernel's gradient of them ([Hq], read as float32), is certified
+    as ``report.dsinks``: dz_h = -Σ_{b,i} P_iz D_i over head h's rows (P_iz the sink's weight, D_i =
+    dO_i · O_i); with ``rows``, about rows / (B·L) heads are certified. Raises TypeError/ValueError
+    naming the argument at fault.
     """
     import numpy as np
 
-    from . import _dtype_notes, _lse_arguments, _sdpa_call  # the forward's argument checks
+    from . import _dtype_notes, _lse_arguments, _sdpa_call, _sinks, _softcap  # the forward's argument checks
 
     dout_values, dout_dtype = as_exact_array(dout, "dout")
     call = _sdpa_call(dout_values, "dout", query, key, value, attn_mask, is_causal, causal_alignment, scale,
@@ -143,6 +150,17 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
         if dmask_values.shape != mask_shape:
             raise ValueError(f"dmask: expected attn_mask's shape {mask_shape}, got {tuple(dmask_values.shape)}")
         notes += [note.replace("out is", "dmask is", 1) for note in _dtype_notes(dmask_dtype, call.q_dtype, precision)]
+    softcap = _softcap(softcap)
+    sink_logits = _sinks(sinks, call.q.shape)
+    dsinks_values = None
+    if dsinks is not None:
+        if not sink_logits:
+            raise ValueError("dsinks: given without sinks")
+        dsinks_values, _ = as_exact_array(dsinks, "dsinks")
+        if dsinks_values.shape != (len(sink_logits),):
+            raise ValueError(f"dsinks: expected sinks' shape ({len(sink_logits)},), got {tuple(dsinks_values.shape)}")
+    elif sink_logits:
+        notes.append("sinks: no dsinks given, so the sinks' gradient is not certified")
 
     def shaped(x, name):
         return x.reshape(to_rank4(x.shape, name))
@@ -150,15 +168,15 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
     native = _attncheck.certify_backward(
         shaped(grads["dq"], "dq"), shaped(grads["dk"], "dk"), shaped(grads["dv"], "dv"), shaped(dout_values, "dout"),
         shaped(call.q, "query"), shaped(call.k, "key"), shaped(call.v, "value"), mask=call.mask,
-        mask_kind=call.mask_kind, causal=call.causal, window=call.window, alibi_slopes=call.alibi, scale=call.scale, key_lengths=call.lengths,
-        precision=precision, exp_ulps=None if exp_ulps is None else float(exp_ulps),
+        mask_kind=call.mask_kind, causal=call.causal, window=call.window, alibi_slopes=call.alibi, softcap=softcap,
+        sinks=sink_logits, scale=call.scale, key_lengths=call.lengths, precision=precision, exp_ulps=None if exp_ulps is None else float(exp_ulps),
         weights_in_storage=weights_in_storage, query_in_storage=query_in_storage,
         kv_precision=None if call.k_dtype == call.q_dtype else PRECISION_OF_DTYPE[call.k_dtype], rows=rows,
         seed=seed, tier=tier, alpha=float(alpha),
         out=None if out_values is None else shaped(out_values, "out"),
         lse=None if lse_values is None else lse_values.reshape(-1), lse_precision=lse_precision,
         lse_base2=lse_base == 2, lse_masked_plus_inf=masked_lse == "+inf", algorithm=algorithm or "either",
-        dmask=None if dmask_values is None else dmask_values.reshape(call.mask.shape))
+        dmask=None if dmask_values is None else dmask_values.reshape(call.mask.shape), dsinks=dsinks_values)
     rank = call.q.ndim
 
     def index_of(index4):  # an element's index in its tensor's own rank
@@ -186,6 +204,10 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
             native["dmask"], mask_index_of, int(dmask_values.size), precision, seed, tier=tier, alpha=float(alpha),
             notes=["rows are attn_mask's rows (all but its last axis); an element no key takes part in (-inf, "
                    "causal, key lengths) must have a zero gradient"])
+    if "dsinks" in native:
+        reports["dsinks"] = Report._from_native(
+            native["dsinks"], lambda index4: (int(index4[1]),), len(sink_logits), precision, seed, tier=tier,
+            alpha=float(alpha), notes=["rows are query heads: dsinks[h] sums over every row of head h"])
     if "out" in native:
         reports["out"] = Report._from_native(native["out"], index_of, int(out_values.size), precision, seed,
                                              tier=tier, alpha=float(alpha))
@@ -205,13 +227,14 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
 
 
 def check_attention_autograd(fn, query, key, value, *, dout=None, seed=0, attn_mask=None, is_causal=False,
-                             window_size=(-1, -1), alibi_slopes=None, scale=None, enable_gqa=False, precision=None,
-                             **kwargs) -> BackwardReport:
+                             window_size=(-1, -1), alibi_slopes=None, softcap=0.0, sinks=None, scale=None,
+                             enable_gqa=False, precision=None, **kwargs) -> BackwardReport:
     """Runs ``fn(q, k, v, **sdpa keywords)`` forward and backward with PyTorch's autograd and certifies
     its output and its gradients in one BackwardReport (out, dq, dk, dv).
 
     query, key, value: CPU torch tensors (or numpy arrays), copied into leaves that require grad.
-    fn gets attn_mask, is_causal=True, window_size, alibi_slopes and scale only when given (PyTorch 1.13's
+    fn gets attn_mask, is_causal=True, window_size, alibi_slopes, softcap, sinks and scale only when given
+    (sinks as a float32 leaf that requires grad: its gradient is certified as report.dsinks; PyTorch 1.13's
     ``_scaled_dot_product_attention`` has no scale; its (out, weights) result is taken as out).
     dout: the upstream gradient (out's shape), default a standard normal draw seeded by ``seed``,
     rounded to out's dtype. A float attn_mask is copied into a leaf that requires grad too, and its
@@ -246,6 +269,11 @@ def check_attention_autograd(fn, query, key, value, *, dout=None, seed=0, attn_m
         call["window_size"] = tuple(window_size)
     if alibi_slopes is not None:
         call["alibi_slopes"] = alibi_slopes
+    if softcap:
+        call["softcap"] = softcap
+    sinks_leaf = None
+    if sinks is not None:
+        call["sinks"] = sinks_leaf = leaf(sinks, "sinks")
     if scale is not None:
         call["scale"] = scale
     if enable_gqa:
@@ -266,14 +294,17 @@ def check_attention_autograd(fn, query, key, value, *, dout=None, seed=0, attn_m
     if missing:
         raise ValueError(f"fn: its output does not depend on {', '.join(missing)} (no gradient reached it)")
     dmask = None if mask_leaf is None else mask_leaf.grad
+    dsinks = None if sinks_leaf is None else sinks_leaf.grad
     report = check_attention_backward(q.grad, k.grad, v.grad, q.detach(), k.detach(), v.detach(), dout,
                                       out=out.detach(), attn_mask=attn_mask if mask_leaf is None else mask_leaf.detach(),
-                                      is_causal=is_causal, window_size=window_size, alibi_slopes=alibi_slopes, scale=scale,
-                                      enable_gqa=enable_gqa,
-                                      precision=precision,
-                                      seed=seed, dmask=dmask, **kwargs)
+                                      is_causal=is_causal, window_size=window_size, alibi_slopes=alibi_slopes,
+                                      softcap=softcap, sinks=None if sinks_leaf is None else sinks_leaf.detach(),
+                                      scale=scale, enable_gqa=enable_gqa, precision=precision, seed=seed, dmask=dmask,
+                                      dsinks=dsinks, **kwargs)
     if mask_leaf is not None and dmask is None:
         report.notes.append("attn_mask: fn's graph does not reach the float mask (no gradient): not certified")
+    if sinks_leaf is not None and dsinks is None:
+        report.notes.append("sinks: fn's graph does not reach the sinks (no gradient): not certified")
     return report
 
 

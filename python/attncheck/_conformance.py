@@ -8,7 +8,8 @@ still runs every other family; a family whose keyword fn does not accept is repo
 attncheck.strategies and certifies fn's output with check_attention; Hypothesis shrinks the first
 failing case to a small counterexample. With grads=True each family also runs as "<family>_backward":
 fn is called on CPU tensors that require grad, a drawn dout is backpropagated through PyTorch's
-autograd, and out, dq, dk and dv are certified with check_attention_backward.
+autograd, and out, dq, dk and dv (and dsinks: sinks are then a float32 leaf that requires grad) are
+certified with check_attention_backward.
 """
 
 from __future__ import annotations
@@ -54,9 +55,6 @@ FAMILIES = {
     "softcap": (dict(softcap=True), ("softcap",)),
     "sinks": (dict(sinks=True, masked_rows="maybe", mask_kinds=("none", "bool")), ("sinks",)),
 }
-# Families whose feature the backward does not certify yet: their _backward runs are skipped.
-_FORWARD_ONLY = {"softcap": "the backward is not certified under softcap yet",
-                 "sinks": "the backward is not certified with sinks yet"}
 
 
 @dataclasses.dataclass
@@ -128,7 +126,8 @@ def _to_arrays(inputs: AttentionInputs, precision: str, array_type: str) -> Atte
 
     return dataclasses.replace(inputs, query=convert(inputs.query), key=convert(inputs.key),
                                value=convert(inputs.value), attn_mask=convert(inputs.attn_mask),
-                               dout=convert(inputs.dout))
+                               dout=convert(inputs.dout),
+                               sinks=None if inputs.sinks is None else torch.tensor(inputs.sinks, dtype=torch.float32))
 
 
 def _call(fn, case, arguments):
@@ -151,8 +150,14 @@ def _call(fn, case, arguments):
 
 def _run_backward_case(fn, inputs, precision):
     """(failed, reason, report) for one case of a _backward family: fn forward and backward by autograd."""
+    import torch
+
     case = _to_arrays(inputs, precision, "torch")
     leaves = [x.detach().clone().requires_grad_(True) for x in (case.query, case.key, case.value)]
+    sinks = None
+    if case.sinks is not None:  # a float32 leaf too: its gradient is certified as dsinks
+        sinks = torch.tensor(np.asarray(case.sinks, dtype=np.float32), requires_grad=True)
+        case = dataclasses.replace(case, sinks=sinks)
     out, reason = _call(fn, case, leaves)
     if out is None:
         return True, reason, None
@@ -160,12 +165,16 @@ def _run_backward_case(fn, inputs, precision):
         out.backward(case.dout)
     except Exception as error:  # noqa: BLE001 - fn's backward raising fails the case
         return True, f"backward raised {type(error).__name__}: {error}", None
-    missing = [name for name, x in zip(("query", "key", "value"), leaves) if x.grad is None]
+    named = list(zip(("query", "key", "value"), leaves)) + ([("sinks", sinks)] if sinks is not None else [])
+    missing = [name for name, x in named if x.grad is None]
     if missing:
         return True, f"no gradient reached {', '.join(missing)}", None
+    kwargs = case.kwargs()
+    if sinks is not None:
+        kwargs.update(sinks=sinks.detach(), dsinks=sinks.grad)
     try:
         report = check_attention_backward(*(x.grad for x in leaves), *(x.detach() for x in leaves), case.dout,
-                                          out=out.detach(), **case.kwargs(), precision=precision)
+                                          out=out.detach(), **kwargs, precision=precision)
     except (TypeError, ValueError) as error:
         return True, f"gradients refused: {error}", None
     if report.passed:
@@ -229,8 +238,6 @@ def conformance(fn, precision="fp32", cases=200, seed=0, *, families=None, array
 def _run_family(fn, name, precision, cases, seed, array_type, max_len, backward=False) -> FamilyResult:
     overrides, keywords = FAMILIES[name]
     label = f"{name}_backward" if backward else name
-    if backward and name in _FORWARD_ONLY:
-        return FamilyResult(label, "skipped", 0, _FORWARD_ONLY[name])
     for keyword in keywords:
         if _accepts(fn, keyword) is False:
             return FamilyResult(label, "skipped", 0, f"fn lacks {keyword}")

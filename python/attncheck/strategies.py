@@ -62,7 +62,7 @@ class AttentionInputs:
                 "window_size": tuple(self.window_size), **self._feature_kwargs()}
 
     def _feature_kwargs(self) -> dict:
-        """alibi_slopes, softcap and sinks, each only when drawn (the backward takes only ALiBi)."""
+        """alibi_slopes, softcap and sinks, each only when drawn."""
         out = {}
         if self.alibi_slopes is not None:
             out["alibi_slopes"] = self.alibi_slopes
