@@ -143,7 +143,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           report.summary());
   require(report.statistical.max_band_usage >= report.certified.max_band_usage, "statistical usage >= certified",
           report.summary());
-  if (p.softcap > 0 || has_sinks(p)) return 0;  // the backward is not certified under softcap or sinks
+  {  // NaN and ±inf planted (IEEE semantics, tensor_ieee.hpp): certification runs to a report, every
+     // failure named and within the output's size.
+    TensorProblem ieee = p;
+    const double specials[] = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                               -std::numeric_limits<double>::infinity()};
+    for (std::vector<double>* t : {&ieee.query, &ieee.key, &ieee.value}) {
+      if (bytes.flag()) (*t)[bytes.in_range(0, t->size() - 1)] = specials[bytes.in_range(0, 2)];
+    }
+    require(static_cast<bool>(validate(ieee, Admit::ieee)), "planted NaN and inf are admitted", "");
+    const TensorReport planted = certify_tensor(ieee, exact, options);
+    require(planted.failure_count <= exact.size(), "at most one failure per element", planted.summary());
+    for (const TensorFailure& f : planted.failures) require(!f.reason.empty(), "every failure has a reason", planted.summary());
+  }
   // The backward: the exact gradients rounded once (dq to dtype, dk and dv to K's and V's format).
   std::vector<double> dout(rows * p.Ev);
   for (double& x : dout) x = value(bytes, p.dtype);

@@ -183,7 +183,10 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
   options.arithmetic.structure = structure_of(key_tile, sum_chunk, single_pass, splits, ordered);
   const TensorProblem problem =
       make_problem(query, key, value, mask, mask_kind, causal, window, alibi_slopes, softcap, sinks, scale, key_lengths, options.arithmetic.storage, kv_dtype);
-  if (auto ok = attn::verify::validate(problem); !ok) throw py::value_error(ok.error().message);
+  if (auto ok = attn::verify::validate(problem, attn::verify::Admit::ieee); !ok) throw py::value_error(ok.error().message);
+  if (lse && (attn::verify::has_nonfinite_inputs(problem) || attn::verify::is_empty(problem)))
+    throw py::value_error("lse: not certified for inputs with NaN or infinity, or empty ones (the output is: "
+                          "leave lse out)");
   const auto o = shape4(out, "out");
   require(o[0] == problem.batch && o[1] == problem.q_heads && o[2] == problem.L && o[3] == problem.Ev,
           "out: shape must be [B, Hq, L, Ev] of query and value");
@@ -225,6 +228,8 @@ py::dict report_dict(const attn::verify::TensorReport& report) {
   result["elements_certified"] = report.elements_certified;
   result["capped_rows"] = report.capped_rows;
   result["unbounded_elements"] = report.unbounded_elements;
+  result["ieee_elements"] = report.ieee_elements;
+  result["unmodelled_rows"] = report.unmodelled_rows;
   result["max_plain_ratio"] = report.max_plain_ratio;
   result["mean_plain_ratio"] = report.mean_plain_ratio;
   result["summary"] = report.summary();

@@ -75,6 +75,11 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     this many rows (default all); every element is still checked
     finite and fully masked rows zero.
 
+    NaN and ±inf in query, key and value follow IEEE semantics (README, "NaN and infinity in the
+    inputs"): where one reaches an element (a NaN key: its rows; a NaN value: its column) that
+    element must be NaN (or the infinity), a NaN from a key that takes no part is a failure, and a
+    -inf score drops its key. B = 0 or L = 0 is an empty output; S = 0 makes every row zero.
+
     lse: the kernel's log-sum-exp beside out, out's shape without its last axis ([B, Hq, L]; fp32
     in FlashAttention whatever the inputs), certified against the exact log Σ_j e^{s_j} of each row
     (s_j the scaled scores with the mask's bias) within its own band, in the same arithmetic and
@@ -99,7 +104,7 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     out_values, out_dtype = as_exact_array(out, "out")
     softcap = _softcap(softcap)
     call = _sdpa_call(out_values, "out", query, key, value, attn_mask, is_causal, causal_alignment, scale,
-                      enable_gqa, key_lengths, window_size, alibi_slopes)
+                      enable_gqa, key_lengths, window_size, alibi_slopes, ieee=True)
     q, k, v, q_dtype, k_dtype, rank = call.q, call.k, call.v, call.q_dtype, call.k_dtype, call.q.ndim
     mask, mask_kind, lengths = call.mask, call.mask_kind, call.lengths
     explicit_precision = precision is not None
@@ -196,9 +201,10 @@ class _SdpaCall:
 
 
 def _sdpa_call(out_values, out_name, query, key, value, attn_mask, is_causal, causal_alignment, scale, enable_gqa,
-               key_lengths, window_size=(-1, -1), alibi_slopes=None) -> _SdpaCall:
+               key_lengths, window_size=(-1, -1), alibi_slopes=None, ieee=False) -> _SdpaCall:
     """query, key, value and the SDPA keywords checked (TypeError/ValueError naming the argument at
-    fault), with the output-shaped array ``out_values`` (out or dout) for the shapes."""
+    fault), with the output-shaped array ``out_values`` (out or dout) for the shapes. ieee: NaN and
+    ±inf in query, key and value, and empty batch and sequence axes, are admitted (the forward)."""
     q, q_dtype = as_exact_array(query, "query")
     k, k_dtype = as_exact_array(key, "key")
     v, v_dtype = as_exact_array(value, "value")
@@ -206,11 +212,12 @@ def _sdpa_call(out_values, out_name, query, key, value, attn_mask, is_causal, ca
         raise TypeError(f"value: dtype {v_dtype} differs from the key's {k_dtype} (key and value share one storage "
                         f"format; the query's may differ)")
     for values, name in ((q, "query"), (k, "key"), (v, "value")):
-        require_finite(values, name)
+        if not ieee:
+            require_finite(values, name)
     if not isinstance(enable_gqa, (bool, np.bool_)):
         raise TypeError(f"enable_gqa: expected a bool, got {type(enable_gqa).__name__}")
     to_rank4(q.shape, "query")  # a query of rank 2, 3 or 4, named as such before the others
-    check_shapes(out_values, q, k, v, bool(enable_gqa), out_name)
+    check_shapes(out_values, q, k, v, bool(enable_gqa), out_name, allow_empty=ieee)
     if not isinstance(is_causal, (bool, np.bool_)):
         raise TypeError(f"is_causal: expected a bool, got {type(is_causal).__name__}")
     if causal_alignment not in ALIGNMENTS:

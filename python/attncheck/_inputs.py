@@ -94,9 +94,10 @@ def mask_to_rank4(mask_shape: tuple, query_rank: int) -> tuple:
     return to_rank4(padded, "attn_mask")
 
 
-def check_shapes(out, query, key, value, enable_gqa: bool, out_name: str = "out") -> None:
+def check_shapes(out, query, key, value, enable_gqa: bool, out_name: str = "out", allow_empty: bool = False) -> None:
     """ValueError naming the argument when the shapes do not make one SDPA call (``out_name``: the
-    output-shaped argument, out or dout)."""
+    output-shaped argument, out or dout). allow_empty: the batch and sequence axes may be 0 (heads
+    and the last axis never)."""
     q, k, v, o = query.shape, key.shape, value.shape, out.shape
     if not (len(q) == len(k) == len(v)):
         raise ValueError(f"key/value: rank must match the query's ({len(q)}), got key {list(k)} and value {list(v)}")
@@ -116,8 +117,10 @@ def check_shapes(out, query, key, value, enable_gqa: bool, out_name: str = "out"
         raise ValueError(f"{out_name}: shape {list(o)} should be {list(expected)} (query's shape with value's last "
                          f"dimension)")
     for name, shape in (("query", q), ("key", k), ("value", v)):
-        if 0 in shape:
-            raise ValueError(f"{name}: every dimension must be positive, got {list(shape)}")
+        must = (shape[-1], shape[1]) if allow_empty and len(shape) == 4 else (shape[-1],) if allow_empty else shape
+        if 0 in must:
+            what = "its heads and last dimension" if allow_empty else "every dimension"
+            raise ValueError(f"{name}: {what} must be positive, got {list(shape)}")
 
 
 def check_int(x, name: str, *, minimum: int = 0, allow_none: bool = False):

@@ -82,6 +82,8 @@ class Report:
     notes: list = dataclasses.field(default_factory=list)  #: how the precision was inferred, when out's dtype differs
     consistent_with: list = None  #: on a failure: the standard profiles of the inputs' dtype under which out passes
     unbounded_elements: int = 0  #: elements with no finite certified band at this length (passed vacuously)
+    ieee_elements: int = 0  #: elements whose IEEE value is NaN or ±inf (NaN or inf inputs reach them), judged so
+    unmodelled_rows: int = 0  #: rows checked finite only (an infinite score drops some keys, or softcap caps one)
     lse: "Report" = None  #: the LSE's own Report (check_attention's lse=); ``passed`` needs it to pass too
 
     def __bool__(self) -> bool:
@@ -106,6 +108,12 @@ class Report:
         if self.unbounded_elements:
             capped += (f"; {self.unbounded_elements} element(s) with no finite band (the declared arithmetic has "
                        f"no finite worst case at this length: passed vacuously)")
+        if self.ieee_elements:
+            capped += (f"; {self.ieee_elements} element(s) NaN or infinite by IEEE semantics (NaN or inf inputs "
+                       f"reach them)")
+        if self.unmodelled_rows:
+            capped += (f"; {self.unmodelled_rows} row(s) checked finite only (an infinite score drops some of their "
+                       f"keys, or softcap caps one: not certified)")
         tiers = ""
         if self.certified is not None and self.statistical is not None:
             def text(name, v):
@@ -182,7 +190,7 @@ class Report:
         failures = []
         for index, got, lo, hi, band, ulps, _usage, reason, certified_band, statistical_band in native["failures"]:
             exact = lo + (hi - lo) / 2 if math.isfinite(lo) and math.isfinite(hi) else lo
-            if reason in ("NaN", "Inf"):  # decided without the oracle: no exact value or band
+            if reason in ("NaN", "Inf") or reason.startswith(_WITHOUT_ORACLE):  # no exact value or band
                 exact, band, certified_band, statistical_band = math.nan, math.nan, math.nan, math.nan
             failures.append(Failure(index_of(index), got, exact, band, ulps, reason, certified_band, statistical_band))
         verdicts = {t: Verdict(**native[t]) for t in ("certified", "statistical")}
@@ -195,7 +203,8 @@ class Report:
                    precision=precision, seed=seed, tier=tier, alpha=alpha, statistical_lambda=native["lambda"],
                    structure=dict(structure or {}), notes=list(notes),
                    consistent_with=list(native["consistent_with"]) if native["diagnosed"] else None,
-                   unbounded_elements=native["unbounded_elements"], **verdicts)
+                   unbounded_elements=native["unbounded_elements"], ieee_elements=native.get("ieee_elements", 0),
+                   unmodelled_rows=native.get("unmodelled_rows", 0), **verdicts)
 
 
 _PROFILE_TEXT = {
@@ -204,6 +213,9 @@ _PROFILE_TEXT = {
     "fp16-math": "intermediates rounded to fp16: the scaled Q, the scores, P and the output",
     "bf16-math": "intermediates rounded to bf16: the scaled Q, the scores, P and the output",
 }
+
+# Failure reasons decided by an element's IEEE class or finiteness alone (tensor_ieee.hpp): no exact value.
+_WITHOUT_ORACLE = ("NaN (", "Inf (", "not NaN", "not +inf", "not -inf")
 
 _SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 

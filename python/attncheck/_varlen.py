@@ -17,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-from ._inputs import as_exact_array, check_int, require_finite
+from ._inputs import as_exact_array, check_int
 
 
 def _typed(values: np.ndarray, dtype: str):
@@ -123,8 +123,6 @@ def check_attention_varlen(out, query, key, value, *, cu_seqlens_q, cu_seqlens_k
     k, k_dtype = as_exact_array(key, "key")
     v, v_dtype = as_exact_array(value, "value")
     o, o_dtype = as_exact_array(out, "out")
-    for name, x in (("query", q), ("key", k), ("value", v)):
-        require_finite(x, name)
     for name, x in (("query", q), ("key", k), ("value", v), ("out", o)):
         if x.ndim != 3:
             raise ValueError(f"{name}: expected a packed [total, heads, dim] tensor, got shape {tuple(x.shape)}")
@@ -193,8 +191,6 @@ def check_attention_kvcache(out, query, k_cache, v_cache, *, cache_seqlens, bloc
     kc, k_dtype = as_exact_array(k_cache, "k_cache")
     vc, v_dtype = as_exact_array(v_cache, "v_cache")
     o, o_dtype = as_exact_array(out, "out")
-    for name, x in (("query", q), ("k_cache", kc), ("v_cache", vc)):
-        require_finite(x, name)
     for name, x in (("query", q), ("k_cache", kc), ("v_cache", vc), ("out", o)):
         if x.ndim != 4:
             raise ValueError(f"{name}: expected a rank-4 tensor, got shape {tuple(x.shape)}")

@@ -53,8 +53,10 @@ std::vector<std::size_t> stored_dims(const TensorProblem& p, std::size_t heads, 
 
 namespace {
 
+// allow_minus_inf: -inf may appear (an additive mask); allow_nonfinite: NaN and ±inf may (IEEE inputs).
 Result<Ok, Error> check_values(std::string_view name, const std::vector<double>& values,
-                               std::span<const std::size_t> dims, DType dtype, bool allow_minus_inf) {
+                               std::span<const std::size_t> dims, DType dtype, bool allow_minus_inf,
+                               bool allow_nonfinite = false) {
   const std::size_t expected = product(dims);
   if (values.size() != expected) {
     return Error{std::string(name) + ": shape " + shape_text(dims) + " needs " + std::to_string(expected) +
@@ -62,7 +64,8 @@ Result<Ok, Error> check_values(std::string_view name, const std::vector<double>&
   }
   for (std::size_t k = 0; k < values.size(); ++k) {
     const double x = values[k];
-    const bool minus_inf = allow_minus_inf && x == -std::numeric_limits<double>::infinity();
+    const bool minus_inf = (allow_minus_inf && x == -std::numeric_limits<double>::infinity()) ||
+                           (allow_nonfinite && !std::isfinite(x));
     if (!minus_inf && !std::isfinite(x)) {
       return Error{std::string(name) + ": element " + element_name(dims, k) + " is " + nonfinite_name(x) +
                    " (inputs must be finite" + (allow_minus_inf ? "; -inf only" : "") + ")"};
@@ -120,28 +123,40 @@ std::size_t mask_offset(const TensorProblem& p, std::size_t b, std::size_t h, st
   return offset;
 }
 
-Result<Ok, Error> validate(const TensorProblem& p) {
-  if (p.batch == 0 || p.q_heads == 0 || p.L == 0 || p.E == 0) {
-    return Error{"query: every dimension of [B, Hq, L, E] must be positive, got " +
-                 shape_text(std::vector<std::size_t>{p.batch, p.q_heads, p.L, p.E})};
+bool has_nonfinite_inputs(const TensorProblem& p) {
+  const auto finite = [](const std::vector<double>& values) {
+    return std::all_of(values.begin(), values.end(), [](double x) { return std::isfinite(x); });
+  };
+  return !finite(p.query) || !finite(p.key) || !finite(p.value);
+}
+
+bool is_empty(const TensorProblem& p) { return p.batch == 0 || p.L == 0 || p.S == 0; }
+
+Result<Ok, Error> validate(const TensorProblem& p) { return validate(p, Admit::strict); }
+
+Result<Ok, Error> validate(const TensorProblem& p, Admit admit) {
+  const bool ieee = admit == Admit::ieee;
+  if ((!ieee && (p.batch == 0 || p.L == 0)) || p.q_heads == 0 || p.E == 0) {
+    return Error{std::string("query: ") + (ieee ? "Hq and E" : "every dimension of [B, Hq, L, E]") +
+                 " must be positive, got " + shape_text(std::vector<std::size_t>{p.batch, p.q_heads, p.L, p.E})};
   }
-  if (p.kv_heads == 0 || p.S == 0) return Error{"key: Hkv and S must be positive"};
+  if (p.kv_heads == 0 || (!ieee && p.S == 0)) return Error{ieee ? "key: Hkv must be positive" : "key: Hkv and S must be positive"};
   if (p.Ev == 0) return Error{"value: Ev must be positive"};
   if (p.q_heads % p.kv_heads != 0) {
     return Error{"key: its " + std::to_string(p.kv_heads) + " heads do not divide the query's " +
                  std::to_string(p.q_heads) + " heads"};
   }
-  if (auto ok = check_values("query", p.query, stored_dims(p, p.q_heads, p.L, p.E), p.dtype, false);
+  if (auto ok = check_values("query", p.query, stored_dims(p, p.q_heads, p.L, p.E), p.dtype, false, ieee);
       !ok) {
     return ok;
   }
   if (auto ok =
-          check_values("key", p.key, stored_dims(p, p.kv_heads, p.S, p.E), kv_format(p), false);
+          check_values("key", p.key, stored_dims(p, p.kv_heads, p.S, p.E), kv_format(p), false, ieee);
       !ok) {
     return ok;
   }
   if (auto ok =
-          check_values("value", p.value, stored_dims(p, p.kv_heads, p.S, p.Ev), kv_format(p), false);
+          check_values("value", p.value, stored_dims(p, p.kv_heads, p.S, p.Ev), kv_format(p), false, ieee);
       !ok) {
     return ok;
   }

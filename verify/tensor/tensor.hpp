@@ -74,6 +74,16 @@ struct TensorProblem {
 /// FlashAttention's window_size, alibi_slopes).
 [[nodiscard]] Result<Ok, Error> validate(const TensorProblem& problem);
 
+/// What validate admits beyond a strict problem: the forward's certification (certify_tensor) takes
+/// NaN and ±inf in query, key and value (judged by IEEE semantics, tensor_ieee.hpp) and empty batch,
+/// query or key sequences (B = 0 or L = 0: no output; S = 0: every row without keys).
+enum class Admit { strict, ieee };
+[[nodiscard]] Result<Ok, Error> validate(const TensorProblem& problem, Admit admit);
+
+/// Does query, key or value hold a NaN or an infinity? Is the problem empty (B, L or S zero)?
+[[nodiscard]] bool has_nonfinite_inputs(const TensorProblem& problem);
+[[nodiscard]] bool is_empty(const TensorProblem& problem);
+
 /// The storage format of key and value: kv_dtype, else dtype.
 [[nodiscard]] DType kv_format(const TensorProblem& problem);
 

@@ -14,6 +14,7 @@
 
 #include "numeric/double_interval.hpp"
 #include "numeric/mpfr.hpp"
+#include "tensor/tensor_ieee.hpp"
 #include "tensor/tensor_report.hpp"
 
 // Verdict. The oracle encloses each exact value y in [m - r, m + r]; the kernel's value x fails
@@ -110,8 +111,10 @@ struct SharedRow {
   double lse_band = -1;  // < 0: nothing handed on
 };
 
+// `columns` (IEEE inputs): only the columns whose class is IeeeColumn::value are judged here.
 void certify_row(const TensorProblem& p, std::span<const double> output, std::size_t row, const RowBands& bands,
-                 const CertifyOptions& options, double lambda, RowOutcome& outcome, SharedRow* shared = nullptr) {
+                 const CertifyOptions& options, double lambda, RowOutcome& outcome, SharedRow* shared = nullptr,
+                 const std::vector<detail::IeeeColumn>* columns = nullptr) {
   // The fast double pass first; MPFI (from 64 bits) only when it is out of range or too wide.
   std::optional<RowEnclosure> fast = enclose_row_fast(p, row);
   const bool had_fast = fast.has_value();
@@ -141,6 +144,7 @@ void certify_row(const TensorProblem& p, std::span<const double> output, std::si
   for (std::size_t c = 0; c < p.Ev; ++c) {
     const double got = output[output_index(p, row, c)];
     if (!std::isfinite(got)) continue;  // failed in cheap_checks
+    if (columns && (*columns)[c] != detail::IeeeColumn::value) continue;  // judged by its class
     const FineEnclosure& exact = enclosure.fine[c];
     const Distance d = distance_to(exact, got);
     const auto usage_of = [&](double delta) { return d.lower == 0 ? 0 : delta > 0 ? d.lower / delta : kInf; };
@@ -291,11 +295,88 @@ void band_terms(const TensorProblem& p, std::size_t row, const RowEnclosure& e, 
   }
 }
 
+namespace {
+
+// The whole-tensor checks of one row under IEEE inputs (tensor_ieee.hpp): a NaN or infinite class
+// must hold NaN (or the infinity; NaN is allowed there too), every other element must be finite, and
+// zero in a row without keys; a NaN where none may be names the input that leaked it, if one did.
+void ieee_checks(const TensorProblem& p, std::span<const double> output, std::size_t row,
+                 const detail::IeeeExpectation& e, bool empty, const detail::IeeeInputs& inputs,
+                 RowOutcome& outcome) {
+  using detail::IeeeColumn;
+  using detail::IeeeRow;
+  outcome.unmodelled = e.row == IeeeRow::unmodelled;
+  const bool keyless = empty || e.row == IeeeRow::keyless;
+  const std::size_t first = output_index(p, row, 0);
+  const auto fail = [&](std::size_t c, double got, std::string reason) {
+    TensorFailure f = failure_at(p, row, c, got, "");
+    f.reason = std::move(reason);
+    outcome.failures.push_back(std::move(f));
+  };
+  const auto source = [&] {
+    const std::string leak = inputs.leak_source(row);
+    return leak.empty() ? std::string() : " (" + leak + ")";
+  };
+  for (std::size_t c = 0; c < p.Ev; ++c) {
+    const double got = output[first + c];
+    const IeeeColumn want = e.row == IeeeRow::nan ? IeeeColumn::nan : e.columns[c];
+    if (want == IeeeColumn::maybe_nan) {
+      if (std::isnan(got)) continue;  // else as a value: zero without keys, finite in an unmodelled row
+    } else if (want != IeeeColumn::value) {
+      ++outcome.ieee_elements;
+      const bool inf_ok = (want == IeeeColumn::plus_inf && got == kInf) || (want == IeeeColumn::minus_inf && got == -kInf);
+      if (std::isnan(got) || inf_ok) continue;
+      const char* expected = want == IeeeColumn::nan ? "NaN" : want == IeeeColumn::plus_inf ? "+inf or NaN" : "-inf or NaN";
+      fail(c, got, std::string("not ") + expected + " where IEEE arithmetic gives it (" + e.cause + ")");
+      continue;
+    }
+    if (std::isnan(got)) {
+      fail(c, got, (e.row == IeeeRow::keyless ? "NaN in a row whose every score is -inf (" + e.cause + ")"
+                    : empty                   ? std::string("NaN in a fully masked row")
+                                              : std::string("NaN")) + source());
+    } else if (std::isinf(got)) {
+      fail(c, got, "Inf" + source());
+    } else if (keyless && got != 0) {
+      fail(c, got, e.row == IeeeRow::keyless ? "not zero in a row whose every score is -inf (" + e.cause + ")"
+                                             : std::string("masked row not zero"));
+    }
+  }
+}
+
+// NaN or ±inf inputs, or an empty problem: each row's IEEE expectation decides its non-finite
+// elements; the others are certified on the problem with those inputs set to 0, which none of them
+// reaches (tensor_ieee.hpp, rules 1-4).
+TensorReport certify_ieee(const TensorProblem& problem, std::span<const double> output, const CertifyOptions& options) {
+  if (auto ok = validate(problem, Admit::ieee); !ok) throw ContractError("certify_tensor: " + ok.error().message);
+  if (const std::string error = sinks_error(problem, options.arithmetic.structure); !error.empty())
+    throw ContractError("certify_tensor: " + error);
+  const std::size_t total = problem.batch * problem.q_heads * problem.L;
+  if (output.size() != total * problem.Ev) throw ContractError("certify_tensor: output size is not B·Hq·L·Ev");
+  if (!(options.alpha > 0 && options.alpha < 1)) throw ContractError("certify_tensor: alpha must be in (0, 1)");
+  const detail::IeeeInputs inputs(problem);
+  const TensorProblem finite = inputs.finite_problem();
+  const RowBands bands = standard_bands(finite, options.arithmetic);
+  const double lambda = statistical_lambda(options.alpha, total * problem.Ev);
+  std::vector<char> certify(total, 0);
+  for (std::size_t row : sample_rows(finite, options.rows, options.seed)) certify[row] = 1;
+  std::vector<RowOutcome> outcomes(total);
+  parallel_for(total, options.threads, [&](std::size_t row) {
+    const detail::IeeeExpectation e = inputs.expect(row);
+    const bool empty = !row_has_keys(finite, row);
+    ieee_checks(finite, output, row, e, empty, inputs, outcomes[row]);
+    if (e.row == detail::IeeeRow::normal && certify[row] && !empty)
+      certify_row(finite, output, row, bands, options, lambda, outcomes[row], nullptr, &e.columns);
+  });
+  return report_of(outcomes, certify, options, lambda);
+}
+
+}  // namespace
+
 std::vector<std::size_t> sample_rows(const TensorProblem& p, std::optional<std::size_t> rows, std::uint64_t seed) {
   const std::size_t total = p.batch * p.q_heads * p.L;
   std::vector<std::size_t> all(total);
   for (std::size_t k = 0; k < total; ++k) all[k] = k;
-  if (!rows || *rows >= total) return all;
+  if (!rows || *rows >= total) return all;  // total = 0 included
   std::vector<bool> chosen(total, false);
   chosen[0] = chosen[total - 1] = true;
   for (std::size_t row = 0; row < total; ++row) chosen[row] = chosen[row] || !row_has_keys(p, row);
@@ -316,6 +397,7 @@ std::vector<std::size_t> sample_rows(const TensorProblem& p, std::optional<std::
 
 TensorReport certify_tensor(const TensorProblem& problem, std::span<const double> output,
                             const CertifyOptions& options) {
+  if (has_nonfinite_inputs(problem) || is_empty(problem)) return certify_ieee(problem, output, options);
   TensorReport report = certify_tensor(problem, output, options, standard_bands(problem, options.arithmetic));
   if (!report.passed && options.diagnose) diagnose(problem, output, options, report);
   return report;
@@ -376,6 +458,8 @@ TensorReport report_of(std::vector<RowOutcome>& outcomes, const std::vector<char
     report.rows_checked += certify[row] ? 1 : 0;
     report.capped_rows += o.capped ? 1 : 0;
     report.unbounded_elements += o.unbounded;
+    report.ieee_elements += o.ieee_elements;
+    report.unmodelled_rows += o.unmodelled ? 1 : 0;
     report.fast_rows += o.fast ? 1 : 0;
     report.failure_count += o.failures.size();
     // The cheap checks fail both tiers; "outside band" failures of the other tier are counted apart.
@@ -581,6 +665,11 @@ std::string TensorReport::summary() const {
     out += "; " + std::to_string(unbounded_elements) +
            " element(s) with no finite band (the declared arithmetic has no finite worst case at this length: "
            "passed vacuously)";
+  if (ieee_elements)
+    out += "; " + std::to_string(ieee_elements) + " element(s) NaN or infinite by IEEE semantics (NaN or inf inputs reach them)";
+  if (unmodelled_rows)
+    out += "; " + std::to_string(unmodelled_rows) + " row(s) checked finite only (an infinite score drops some of "
+           "their keys, or softcap caps one: not certified)";
   if (diagnosed) {
     out += "; consistent with: ";
     if (consistent_with.empty()) out += "no other standard profile of the dtype";

@@ -66,6 +66,9 @@ struct TensorReport {
   /// this length (an fp16 accumulator over about 340 keys and more, say); they pass vacuously.
   std::size_t unbounded_elements = 0;
   std::size_t fast_rows = 0;                 ///< certified rows decided by the fast double pass alone (no MPFI)
+  /// NaN or ±inf in the inputs (tensor_ieee.hpp): elements whose IEEE value is NaN or ±inf, judged
+  /// by that class; rows judged only finite (an infinite score drops some keys, or softcap caps one).
+  std::size_t ieee_elements = 0, unmodelled_rows = 0;
   double max_plain_ratio = 0;                ///< |got - exact| / max(|plain - exact|, half an ulp): non-deciding
   double mean_plain_ratio = 0;
   bool plain = true;                         ///< whether the plain ratios were computed (not for an LSE)
@@ -105,8 +108,11 @@ void band_terms(const TensorProblem& problem, std::size_t row, const RowEnclosur
 
 /// Certifies `output` ([B, Hq, L, Ev] in problem.layout) with the bands of options.arithmetic, its
 /// kv_storage taken from problem.kv_dtype.
-/// Results do not depend on options.threads. Throws ContractError when validate(problem) fails or
-/// output.size() != B·Hq·L·Ev (the caller validates input first).
+/// Results do not depend on options.threads. Throws ContractError when validate(problem, Admit::ieee)
+/// fails or output.size() != B·Hq·L·Ev (the caller validates input first). NaN and ±inf in query,
+/// key and value are judged by IEEE semantics (tensor_ieee.hpp: a NaN that reaches an element must
+/// be there, one from a key that takes no part must not); an empty problem (B, L or S zero) has no
+/// output, or rows without keys (zeros).
 [[nodiscard]] TensorReport certify_tensor(const TensorProblem& problem, std::span<const double> output,
                                           const CertifyOptions& options);
 

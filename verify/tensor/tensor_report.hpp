@@ -25,6 +25,8 @@ struct RowOutcome {
   bool capped = false;
   bool fast = false;
   std::size_t unbounded = 0;
+  std::size_t ieee_elements = 0;  // elements judged by their IEEE class (tensor_ieee.hpp)
+  bool unmodelled = false;        // a row judged finite only
   bool certified = false;
 };
 
