@@ -27,7 +27,7 @@ import numpy as np
 
 from . import _attncheck
 from ._inputs import ALIGNMENTS, PRECISION_OF_DTYPE, PRECISIONS, as_exact_array, check_int, check_shapes
-from ._inputs import mask_to_rank4, require_finite, to_rank4
+from ._inputs import device_note, mask_to_rank4, require_finite, to_rank4
 from ._report import Failure, Report, Verdict
 from ._backward import BackwardReport, assert_attention_grads_close, check_attention_autograd
 from ._backward import check_attention_backward
@@ -108,7 +108,8 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     q, k, v, q_dtype, k_dtype, rank = call.q, call.k, call.v, call.q_dtype, call.k_dtype, call.q.ndim
     mask, mask_kind, lengths = call.mask, call.mask_kind, call.lengths
     explicit_precision = precision is not None
-    notes = _dtype_notes(out_dtype, q_dtype, precision) + _kv_notes(q_dtype, k_dtype)
+    notes = (_dtype_notes(out_dtype, q_dtype, precision) + _kv_notes(q_dtype, k_dtype) +
+             device_note(out=out, query=query, key=key, value=value, attn_mask=attn_mask, lse=lse))
     if precision is None:  # the inputs' format: the kernel's arithmetic, whatever it stored its output in
         precision = PRECISION_OF_DTYPE[q_dtype]
     if precision not in PRECISIONS:

@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 from . import _attncheck
-from ._inputs import PRECISION_OF_DTYPE, PRECISIONS, as_exact_array, check_int, to_rank4
+from ._inputs import PRECISION_OF_DTYPE, PRECISIONS, as_exact_array, check_int, device_note, to_rank4
 from ._report import Report, _encode
 
 _GRADIENTS = ("dq", "dk", "dv")
@@ -113,7 +113,8 @@ def check_attention_backward(dq, dk, dv, query, key, value, dout, *, out=None, l
     call = _sdpa_call(dout_values, "dout", query, key, value, attn_mask, is_causal, causal_alignment, scale,
                       enable_gqa, key_lengths, window_size, alibi_slopes)
     grads = {}
-    notes = []
+    notes = device_note(dq=dq, dk=dk, dv=dv, query=query, key=key, value=value, dout=dout, out=out, lse=lse,
+                        attn_mask=attn_mask, dmask=dmask)
     for name, grad, like, like_name in (("dq", dq, call.q, "query"), ("dk", dk, call.k, "key"),
                                         ("dv", dv, call.v, "value")):
         values, dtype = as_exact_array(grad, name)

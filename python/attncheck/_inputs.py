@@ -131,3 +131,14 @@ def check_int(x, name: str, *, minimum: int = 0, allow_none: bool = False):
     if x < minimum:
         raise ValueError(f"{name}: must be at least {minimum}, got {x}")
     return int(x)
+
+
+def device_note(**tensors) -> list:
+    """[a note naming the arguments that are torch tensors off the CPU, copied to the host to be
+    certified], or [] when every one is on the CPU (or not a tensor)."""
+    away = [f"{name} ({x.device})" for name, x in tensors.items()
+            if _is_torch_tensor(x) and getattr(x.device, "type", "cpu") != "cpu"]
+    if not away:
+        return []
+    return [f"{', '.join(away)} copied to the host: certified there, on the values the device holds (the "
+            f"kernel's arithmetic is declared by precision, not measured on the device)"]

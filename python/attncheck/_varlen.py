@@ -17,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-from ._inputs import as_exact_array, check_int
+from ._inputs import as_exact_array, check_int, device_note
 
 
 def _typed(values: np.ndarray, dtype: str):
@@ -159,6 +159,7 @@ def check_attention_varlen(out, query, key, value, *, cu_seqlens_q, cu_seqlens_k
         _typed(padded(k, starts_k, lengths_k, S), k_dtype), _typed(padded(v, starts_k, lengths_k, S), v_dtype),
         attn_mask=keep, enable_gqa=Hq != Hkv, scale=scale, rows=None if rows is None else rows + padded_rows,
         **kwargs)
+    report.notes += device_note(out=out, query=query, key=key, value=value)
 
     def index_of(index):
         b, h, i, c = index
@@ -257,6 +258,7 @@ def check_attention_kvcache(out, query, k_cache, v_cache, *, cache_seqlens, bloc
     report = check_attention(_typed(np.swapaxes(o, 1, 2), o_dtype), _typed(np.swapaxes(q, 1, 2), q_dtype),
                              _typed(gathered(kc), k_dtype), _typed(gathered(vc), v_dtype), attn_mask=keep,
                              enable_gqa=Hq != Hkv, scale=scale, rows=rows, **kwargs)
+    report.notes += device_note(out=out, query=query, k_cache=k_cache, v_cache=v_cache)
 
     def index_of(index):
         b, h, i, c = index

@@ -416,3 +416,30 @@ def test_a_failure_where_the_exact_value_is_zero_reports_no_ulps():
     assert not report.passed
     text = report.worst.describe()
     assert "exact 0, |error| 0.001" in text and "ulps" not in text, text
+
+
+class _DeviceTensor:
+    """A stand-in for a torch tensor on a GPU (this machine has none): the note needs only .device."""
+
+    __module__ = "torch.cuda"
+
+    class device:  # noqa: N801 - torch.device's face: .type and str()
+        type = "cuda"
+
+        def __str__(self):
+            return "cuda:0"
+
+    def __init__(self, array):
+        self.device, self.dtype, self.array = _DeviceTensor.device(), array.dtype, array
+
+    def detach(self):
+        return self
+
+
+def test_tensors_off_the_cpu_are_named_in_the_notes():
+    from attncheck._inputs import device_note
+
+    q, _, _ = random_problem(np.float32)
+    assert device_note(query=q, key=torch.from_numpy(q)) == []
+    note = device_note(query=_DeviceTensor(q), out=q)
+    assert len(note) == 1 and note[0].startswith("query (cuda:0) copied to the host: certified there")
