@@ -101,7 +101,8 @@
 //   bias) bounds |t̂ - t| <= ε_t := e/c; the kernel's f̂ = 1 - t̂² (or (1 - t̂)(1 + t̂)) errs by at most
 //   (2|t̄| + ε_t) ε_t from t̂ and γ_3 (f̄ + t̄²) + 3λ from its own roundings (in storage with
 //   intermediates: autograd's saved tanh). fl(dS̃ f̂) and the scale's split (σ/c then c; autograd's
-//   three roundings by c, by 1 - y², by 1/c in storage) add γ_3 + γ_3(u_s) of |dS| F̄, F̄ = f̄ + ε_f;
+//   three roundings by c, by 1 - y², by 1/c in storage, whose flushes count (2 + max(1, 1/c)) h_s:
+//   the middle one is scaled by 1/c after it) add γ_3 + γ_3(u_s) of |dS| F̄, F̄ = f̄ + ε_f;
 //   so |dS̃ f̂ - dS f| <= ε^S F̄ + |dS| ε_f + rounding, which replaces dS's error in Step B6's terms.
 //   The enclosure of t is tanh of the outward interval of x/c (tensor_oracle's rigorous tanh).
 // Step B12 (sinks). A sink z_h joins the denominator: ℓ_i = log(Σ_j e^{s_ij} + e^{z_h}), P_iz =
@@ -109,8 +110,11 @@
 //   B·L rows (every query row of head h). P̃_iz is a weight as any other (Step B2 with R = |z| and e
 //   the error of z as the kernel reads it: rounded to compute, and to storage too with intermediates,
 //   the math path's concatenated logit column), and D̃_i's error d_i is Step B4's, so each term errs by
-//   π_z |D_i| + P̄_z d_i; the sum over rows is Step B7's form with factor -1 in fp32 (the sinks'
-//   format in FlashAttention and gpt-oss), then Step B8 in fp32. Every row's total, its LSE (FA) and
+//   π_z |D_i| + P̄_z d_i, and with intermediates in storage (the math path's softmax backward
+//   returns dS_iz rounded to storage before the sum over rows) u_s P̄_z (|D_i| + d_i) + h_s more; the
+//   sum over rows is Step B7's form with factor -1 in fp32 (the sinks' format in FlashAttention and
+//   gpt-oss; a kernel with bf16 sink parameters returning a bf16 dsinks is outside it), then Step B8
+//   in fp32. Every row's total, its LSE (FA) and
 //   its Θ (M) include the sink term, so P of the other keys carries it too.
 // Step B8 (storage). Each gradient is stored in its tensor's format (dQ the query's, dK and dV K's and
 //   V's: a kernel with an fp16 cache returns their gradients in fp16), unit u_g and half-spacing h_g;
@@ -1198,7 +1202,9 @@ class Backward {
     const double e_f = (d_t2 + gamma_bound(3, u_f) * (f.hi + d_t2 + t_bar * t_bar) + 3 * h_f) * kSafety;
     const double F = f.hi + e_f, abs_ds = magnitude(ds.value);
     const double g_r = gamma_bound(3, u.u) + (u.intermediates ? gamma_bound(3, u.u_s) : 0.0);
-    const double round = g_r * ds.mag * F + (u.intermediates ? 3 * u.h_s : u.lambda) + (u.p_storage ? u.h_s : 0.0);
+    // Autograd's chain ·c → ·(1 - y²) → /c: the middle rounding's flush is scaled by 1/c afterwards.
+    const double flushes = u.intermediates ? (2 + std::max(1.0, 1 / c)) * u.h_s : u.lambda;
+    const double round = g_r * ds.mag * F + flushes + (u.p_storage ? u.h_s : 0.0);
     const auto through = [&](double err) { return up_bound((err * F + abs_ds * e_f + round) * kSafety); };
     return {multiply(ds.value, f), through(ds.err), through(ds.err_s), up_bound((ds.mag * F + round) * kSafety)};
   }
@@ -1221,7 +1227,12 @@ class Backward {
     const Weight w = weight_of(units_, r.sink.hi, expm1_up(theta_of(units_, r, R, e)));
     const Weight w_s = statistical_weight(w, r.sink.hi, r, R, e);
     const double abs_D = magnitude(r.D);
-    const auto err = [&](const Weight& x, double d) { return up_bound((x.pi * abs_D + x.used * d) * kSafety); };
+    // With intermediates in storage (the math path) the softmax backward rounds each dS_iz = -P_iz D_i
+    // to storage before the sum over rows: u_s of its magnitude and a flush per term.
+    const double stored = units_.intermediates ? units_.u_s * w.used * (abs_D + r.d) + units_.h_s : 0.0;
+    const auto err = [&](const Weight& x, double d) {
+      return up_bound((x.pi * abs_D + x.used * d + stored) * kSafety);
+    };
     sums.add(&kMinusOne, multiply(r.sink, r.D), err(w, r.d), std::min(err(w, r.d), err(w_s, r.d_s)),
              up_bound(w.used * (abs_D + r.d) * kSafety),
              TermBlocks{{R, R}, widened(r.sink, w.pi), widened(r.D, r.d)});

@@ -144,7 +144,8 @@ void certify_row(const TensorProblem& p, std::span<const double> output, std::si
   for (std::size_t c = 0; c < p.Ev; ++c) {
     const double got = output[output_index(p, row, c)];
     if (!std::isfinite(got)) continue;  // failed in cheap_checks
-    if (columns && (*columns)[c] != detail::IeeeColumn::value) continue;  // judged by its class
+    if (columns && (*columns)[c] != detail::IeeeColumn::value && (*columns)[c] != detail::IeeeColumn::maybe_nan)
+      continue;  // NaN or ±inf: judged by its class
     const FineEnclosure& exact = enclosure.fine[c];
     const Distance d = distance_to(exact, got);
     const auto usage_of = [&](double delta) { return d.lower == 0 ? 0 : delta > 0 ? d.lower / delta : kInf; };
@@ -320,6 +321,7 @@ void ieee_checks(const TensorProblem& p, std::span<const double> output, std::si
   for (std::size_t c = 0; c < p.Ev; ++c) {
     const double got = output[first + c];
     const IeeeColumn want = e.row == IeeeRow::nan ? IeeeColumn::nan : e.columns[c];
+    if (e.nan_allowed && std::isnan(got) && want != IeeeColumn::nan) continue;
     if (want == IeeeColumn::maybe_nan) {
       if (std::isnan(got)) continue;  // else as a value: zero without keys, finite in an unmodelled row
     } else if (want != IeeeColumn::value) {
@@ -363,6 +365,7 @@ TensorReport certify_ieee(const TensorProblem& problem, std::span<const double> 
   parallel_for(total, options.threads, [&](std::size_t row) {
     const detail::IeeeExpectation e = inputs.expect(row);
     const bool empty = !row_has_keys(finite, row);
+    if (e.row != detail::IeeeRow::normal) certify[row] = 0;  // judged by its class, not certified
     ieee_checks(finite, output, row, e, empty, inputs, outcomes[row]);
     if (e.row == detail::IeeeRow::normal && certify[row] && !empty)
       certify_row(finite, output, row, bands, options, lambda, outcomes[row], nullptr, &e.columns);

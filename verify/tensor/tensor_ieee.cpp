@@ -117,6 +117,19 @@ IeeeExpectation IeeeInputs::expect(std::size_t row) const {
     }
   }
   if (capped || !dropped.empty()) e.row = !dropped.empty() && dropped.size() == keys ? IeeeRow::keyless : IeeeRow::unmodelled;
+  e.nan_allowed = !dropped.empty();
+  // Rule 4: keys a mask, the causal rule or the window excludes may leak (padding may not).
+  const auto padding = [&](std::size_t j) { return !p_.key_lengths.empty() && j >= p_.key_lengths[r.b]; };
+  for (std::size_t j : bad_keys_[group]) {
+    if (!takes_part(p_, r.b, r.h, r.i, j) && !padding(j)) e.nan_allowed = true;
+  }
+  for (std::size_t j : bad_values_[group]) {
+    if (takes_part(p_, r.b, r.h, r.i, j) || padding(j)) continue;
+    const double* v = &p_.value[tensor_index(p_, p_.kv_heads, p_.S, p_.Ev, r.b, g, j, 0)];
+    for (std::size_t c = 0; c < p_.Ev; ++c) {
+      if (!std::isfinite(v[c]) && e.columns[c] == IeeeColumn::value) e.columns[c] = IeeeColumn::maybe_nan;
+    }
+  }
   // Rule 3: the values of the keys that take part, column by column. A dropped key's weight is 0
   // exactly, but a kernel forms it as e^{-inf - m} = 0 and multiplies: 0·NaN, 0·inf may be NaN there.
   for (std::size_t j : bad_values_[group]) {
@@ -153,8 +166,8 @@ std::string IeeeInputs::leak_source(std::size_t row) const {
   for (const auto& [name, rows, data, width] :
        {std::tuple{"value", &bad_values_[group], &p_.value, p_.Ev}, std::tuple{"key", &bad_keys_[group], &p_.key, p_.E}}) {
     for (std::size_t j : *rows) {
-      if (!takes_part(p_, r.b, r.h, r.i, j))
-        return first_nonfinite(p_, name, *data, p_.kv_heads, p_.S, width, r.b, g, j) + " in a key that takes no part";
+      if (!p_.key_lengths.empty() && j >= p_.key_lengths[r.b])
+        return first_nonfinite(p_, name, *data, p_.kv_heads, p_.S, width, r.b, g, j) + " past the sequence's length";
     }
   }
   return {};

@@ -20,8 +20,15 @@
 //   The same holds in an unmodelled row, where a key with a -inf score and a non-finite v_jc may also
 //   make column c NaN (its weight e^{-inf - m} = 0 times NaN or inf), or leave it finite; and so in
 //   a row whose every score is -inf (a kernel that starts its maximum at a sink forms those weights).
-// Rule 4 (no leaks): a key that takes no part contributes nothing, NaN and infinities included: its
-//   row's outputs keep the values rules 1-3 give them, and a NaN from such a key is a failure.
+// Rule 4 (leaks): a key past its sequence's length (key_lengths: padding, a KV cache's unused
+//   slots) contributes nothing, NaN and infinities included; a NaN from it is a failure. A key that a
+//   mask, the causal rule or the window excludes may leak a NaN, never require one: FlashAttention
+//   masks a tile by writing -inf into its scores and multiplies P·V over the whole tile (0·NaN), and
+//   an additive -inf over a NaN or +inf score is NaN. So its non-finite value makes its column NaN or
+//   the value, and its non-finite key makes every element NaN or the value.
+// Rules 1-2 leave NaN allowed too wherever a score is -inf: an infinity against a tiny factor that a
+//   kernel rounds or flushes to 0 (fp16 pre-scaling, flush-to-zero) is inf·0 = NaN there, and PyTorch's
+//   softmax over a row of -inf is NaN.
 #pragma once
 
 #include <cstddef>
@@ -50,6 +57,7 @@ enum class IeeeColumn : std::uint8_t { value, nan, plus_inf, minus_inf, maybe_na
 struct IeeeExpectation {
   IeeeRow row = IeeeRow::normal;
   std::vector<IeeeColumn> columns;  ///< Ev entries (read in every row but a NaN one)
+  bool nan_allowed = false;         ///< every element may be NaN too (rules 1-2's -inf, rule 4's keys)
   std::string cause;                ///< "key (0, 1, 5, 3) is NaN"; empty for a plain row
 };
 
@@ -63,7 +71,7 @@ class IeeeInputs {
   /// The problem with every NaN and infinity of query, key and value replaced by 0: where rules 1-3
   /// leave an element to the oracle, its exact value is this problem's (no replaced value reaches it).
   [[nodiscard]] TensorProblem finite_problem() const;
-  /// The first non-finite value of a key that takes no part in the row, named (rule 4), or "".
+  /// The first non-finite value of a key past the row's sequence length, named (rule 4), or "".
   [[nodiscard]] std::string leak_source(std::size_t row) const;
 
  private:

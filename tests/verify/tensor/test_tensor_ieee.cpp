@@ -2,9 +2,10 @@
 // maximum starts at the sink or -inf, keys that take no part skipped, a row whose maximum stays -inf
 // written as zeros) passes on random problems with NaN and ±inf planted in query, key and value under
 // every feature (GQA, both layouts, masks, causal, windows, key lengths, sinks, softcap, ALiBi,
-// sampling); three kernels that mishandle them are caught wherever they differ from it: one that
-// swallows NaN (written as 0), one that lets keys with no part into P·V with weight 0 (0·NaN leaks),
-// one whose maximum skips a NaN score (std::max drops it, so a NaN key vanishes from its rows).
+// sampling), and so does one that masks tiles FlashAttention's way (keys a mask, causal or the window
+// excludes enter P·V with weight 0); three kernels that mishandle them are caught wherever they differ
+// from it: one that swallows NaN (written as 0), one that lets keys past key_lengths into P·V with
+// weight 0 (0·NaN leaks), one whose maximum skips a NaN score (std::max drops it).
 // Seeds are printed (SCOPED_TRACE) and replay with the same loop index.
 #include <gtest/gtest.h>
 
@@ -15,26 +16,35 @@
 
 #include "tensor/tensor.hpp"
 #include "tensor/tensor_certify.hpp"
+#include "tensor/tensor_ieee.hpp"
 
 namespace attn::verify {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-enum class Kernel { correct, swallows_nan, masked_keys_in_pv, max_skips_nan };
+// correct skips every excluded key; tile_masking lets keys a mask, causal or the window excludes into
+// P·V with weight 0 (FlashAttention's tiles: allowed); padding_in_pv does so for keys past key_lengths
+// too (a leak).
+enum class Kernel { correct, swallows_nan, padding_in_pv, max_skips_nan, tile_masking };
 
 // The kernel in double: exact enough for fp32 storage (its error is far inside the fp32 band).
 std::vector<double> run(const TensorProblem& p, Kernel kernel) {
   std::vector<double> out(p.batch * p.q_heads * p.L * p.Ev, 0.0);
   const double scale = p.scale.value_or(1 / std::sqrt(static_cast<double>(p.E)));
+  TensorProblem unpadded = p;  // takes_part without key_lengths
+  unpadded.key_lengths.clear();
   for (std::size_t row = 0; row < p.batch * p.q_heads * p.L; ++row) {
     const RowIndex r = row_index(p, row);
     const std::size_t g = kv_head_of(p, r.h);
     std::vector<double> s(p.S, -kInf);
-    std::vector<char> part(p.S, 0);
+    std::vector<char> part(p.S, 0), in_pv(p.S, 0);
     double m = has_sinks(p) ? sink_of(p, r.h) : -kInf;
     for (std::size_t j = 0; j < p.S; ++j) {
       part[j] = takes_part(p, r.b, r.h, r.i, j);
+      const bool padding = !p.key_lengths.empty() && j >= p.key_lengths[r.b];
+      in_pv[j] = part[j] || (kernel == Kernel::padding_in_pv && takes_part(unpadded, r.b, r.h, r.i, j)) ||
+                 (kernel == Kernel::tile_masking && !padding);
       if (!part[j]) continue;
       double dot = 0;
       for (std::size_t c = 0; c < p.E; ++c)
@@ -49,7 +59,7 @@ std::vector<double> run(const TensorProblem& p, Kernel kernel) {
     double l = has_sinks(p) ? std::exp(sink_of(p, r.h) - m) : 0;
     std::vector<double> acc(p.Ev, 0.0);
     for (std::size_t j = 0; j < p.S; ++j) {
-      if (!part[j] && kernel != Kernel::masked_keys_in_pv) continue;
+      if (!in_pv[j]) continue;
       if (kernel == Kernel::max_skips_nan && std::isnan(s[j])) continue;
       const double w = part[j] ? std::exp(s[j] - m) : 0.0;
       l += w;
@@ -93,7 +103,7 @@ TensorProblem draw(std::uint64_t seed) {
     }
     default: break;
   }
-  if (pick(3) == 0) {
+  if (pick(2) == 0) {
     for (std::size_t b = 0; b < p.batch; ++b) p.key_lengths.push_back(pick(p.S + 1));
   }
   if (pick(3) == 0) {
@@ -121,14 +131,23 @@ TEST(TensorIeee, ACorrectKernelPassesAndEachMishandlingIsCaughtWhereItDiffers) {
     ASSERT_TRUE(validate(p, Admit::ieee)) << validate(p, Admit::ieee).error().message;
     with_specials += has_nonfinite_inputs(p) ? 1 : 0;
     const std::vector<double> good = run(p, Kernel::correct);
+    const detail::IeeeInputs ieee(p);
     const TensorReport report = certify_tensor(p, good, options(seed));
     ASSERT_TRUE(report.passed) << report.summary();
-    for (Kernel k : {Kernel::swallows_nan, Kernel::masked_keys_in_pv, Kernel::max_skips_nan}) {
+    const TensorReport tiles = certify_tensor(p, run(p, Kernel::tile_masking), options(seed));
+    ASSERT_TRUE(tiles.passed) << "FlashAttention's tile masking: " << tiles.summary();
+    for (Kernel k : {Kernel::swallows_nan, Kernel::padding_in_pv, Kernel::max_skips_nan}) {
       const std::vector<double> out = run(p, k);
       bool same = true;
-      for (std::size_t n = 0; n < out.size(); ++n) {
-        // NaN where the correct kernel has ±inf is what rule 3 allows (a weight that rounds to 0).
-        same = same && (out[n] == good[n] || (std::isnan(out[n]) && (std::isnan(good[n]) || std::isinf(good[n]))));
+      for (std::size_t row = 0; row < p.batch * p.q_heads * p.L; ++row) {
+        const detail::IeeeExpectation e = ieee.expect(row);
+        for (std::size_t c = 0; c < p.Ev; ++c) {
+          const std::size_t n = output_index(p, row, c);
+          // NaN where the correct kernel has ±inf is what rule 3 allows (a weight that rounds to 0),
+          // and NaN where the rules allow it (rule 4's excluded keys, rules 1-2's -inf scores).
+          const bool allowed = e.nan_allowed || e.columns[c] == detail::IeeeColumn::maybe_nan || std::isinf(good[n]);
+          same = same && (out[n] == good[n] || (std::isnan(out[n]) && (std::isnan(good[n]) || allowed)));
+        }
       }
       if (same) continue;
       const auto index = static_cast<std::size_t>(k);
@@ -138,7 +157,7 @@ TEST(TensorIeee, ACorrectKernelPassesAndEachMishandlingIsCaughtWhereItDiffers) {
       EXPECT_FALSE(bad.passed) << "kernel " << index << ": " << bad.summary();
     }
   }
-  std::printf("problems with NaN/inf inputs: %zu of 400; caught (differing): swallows NaN %zu (%zu), masked keys "
+  std::printf("problems with NaN/inf inputs: %zu of 400; caught (differing): swallows NaN %zu (%zu), padding "
               "in P·V %zu (%zu), max skips NaN %zu (%zu)\n",
               with_specials, caught[1], differs[1], caught[2], differs[2], caught[3], differs[3]);
   EXPECT_GE(with_specials, 300u);
