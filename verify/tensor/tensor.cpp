@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <span>
+#include <tuple>
 #include <utility>
 
 // The rules below are written from PyTorch's documentation of scaled_dot_product_attention:
@@ -120,7 +121,10 @@ std::size_t mask_offset(const TensorProblem& p, std::size_t b, std::size_t h, st
   return offset;
 }
 
-Result<Ok, Error> validate(const TensorProblem& p) {
+namespace {
+
+// validate, with or without the values of query, key and value.
+Result<Ok, Error> validate_problem(const TensorProblem& p, bool values) {
   if (p.batch == 0 || p.q_heads == 0 || p.L == 0 || p.E == 0) {
     return Error{"query: every dimension of [B, Hq, L, E] must be positive, got " +
                  shape_text(std::vector<std::size_t>{p.batch, p.q_heads, p.L, p.E})};
@@ -131,19 +135,12 @@ Result<Ok, Error> validate(const TensorProblem& p) {
     return Error{"key: its " + std::to_string(p.kv_heads) + " heads do not divide the query's " +
                  std::to_string(p.q_heads) + " heads"};
   }
-  if (auto ok = check_values("query", p.query, stored_dims(p, p.q_heads, p.L, p.E), p.dtype, false);
-      !ok) {
-    return ok;
-  }
-  if (auto ok =
-          check_values("key", p.key, stored_dims(p, p.kv_heads, p.S, p.E), kv_format(p), false);
-      !ok) {
-    return ok;
-  }
-  if (auto ok =
-          check_values("value", p.value, stored_dims(p, p.kv_heads, p.S, p.Ev), kv_format(p), false);
-      !ok) {
-    return ok;
+  for (const auto& [name, data, heads, rows, width, format] :
+       {std::tuple{"query", &p.query, p.q_heads, p.L, p.E, p.dtype},
+        std::tuple{"key", &p.key, p.kv_heads, p.S, p.E, kv_format(p)},
+        std::tuple{"value", &p.value, p.kv_heads, p.S, p.Ev, kv_format(p)}}) {
+    if (!values) break;
+    if (auto ok = check_values(name, *data, stored_dims(p, heads, rows, width), format, false); !ok) return ok;
   }
   if (p.scale && !std::isfinite(*p.scale)) return Error{"scale: must be finite"};
   for (const auto& [side, value] : {std::pair{"left", p.window_left}, std::pair{"right", p.window_right}}) {
@@ -204,6 +201,12 @@ Result<Ok, Error> validate(const TensorProblem& p) {
   }
   return Ok{};
 }
+
+}  // namespace
+
+Result<Ok, Error> validate(const TensorProblem& p) { return validate_problem(p, true); }
+
+Result<Ok, Error> validate_without_values(const TensorProblem& p) { return validate_problem(p, false); }
 
 std::size_t tensor_index(const TensorProblem& p, std::size_t heads, std::size_t rows, std::size_t width, std::size_t b,
                          std::size_t h, std::size_t row, std::size_t c) {

@@ -73,6 +73,9 @@ struct TensorProblem {
 /// names the argument (as PyTorch calls it: query, key, value, attn_mask, scale, key_lengths;
 /// FlashAttention's window_size, alibi_slopes).
 [[nodiscard]] Result<Ok, Error> validate(const TensorProblem& problem);
+/// validate except the values of query, key and value, which the caller holds elsewhere and checks
+/// itself (a problem certified one group at a time: certify_in_parts); their vectors may be empty.
+[[nodiscard]] Result<Ok, Error> validate_without_values(const TensorProblem& problem);
 
 /// The storage format of key and value: kv_dtype, else dtype.
 [[nodiscard]] DType kv_format(const TensorProblem& problem);
