@@ -1,13 +1,18 @@
-// _attncheck: the thin C++ side of the Python package. It takes float64 arrays the Python layer has
-// already shaped to [B, H, L, E] (every fp64/fp32/fp16/bf16 value is exactly a double), builds a
+// _attncheck: the thin C++ side of the Python package. It takes arrays the Python layer has already
+// shaped to [B, H, L, E] (every fp64/fp32/fp16/bf16 value is exactly a double), builds a
 // TensorProblem, validates it (its error names the argument: ValueError) and certifies the output
-// (certify_tensor) or a backward pass (certify_backward), without the GIL. Everything else (torch tensors, dtypes, keyword
+// or a backward pass (certify_backward), without the GIL. The forward (certify) reads out, query,
+// key and value in place, in their own dtype and strides, one (batch item, kv head) group at a time
+// (certify_in_groups); the rest takes float64 arrays. Everything else (torch tensors, dtypes, keyword
 // arguments, the report object) is Python (python/attncheck/).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -41,13 +46,133 @@ void require(bool condition, const std::string& message) {
   if (!condition) throw py::value_error(message);
 }
 
+// A rank-4 array read in place, any strides: float64, float32, float16, or bfloat16 as its bit
+// patterns in an int16/uint16 array (numpy has no bfloat16: torch's tensors come as .view(torch.int16)).
+struct View {
+  enum class Kind { f64, f32, f16, bf16 };
+  const char* data = nullptr;
+  Kind kind = Kind::f64;
+  std::array<py::ssize_t, 4> strides{};
+  std::vector<std::size_t> shape;
+
+  // Row (b, h, i)'s shape[3] values, as the doubles they equal, into `to`.
+  void read_row(std::size_t b, std::size_t h, std::size_t i, double* to) const {
+    const char* from = data + static_cast<py::ssize_t>(b) * strides[0] + static_cast<py::ssize_t>(h) * strides[1] +
+                       static_cast<py::ssize_t>(i) * strides[2];
+    const py::ssize_t step = strides[3];
+    const std::size_t n = shape[3];
+    const auto each = [&](auto load) {
+      for (std::size_t c = 0; c < n; ++c, from += step) to[c] = load(from);
+    };
+    switch (kind) {
+      case Kind::f64: return each([](const char* p) { double x; std::memcpy(&x, p, 8); return x; });
+      case Kind::f32: return each([](const char* p) { float x; std::memcpy(&x, p, 4); return double{x}; });
+      case Kind::f16: return each([](const char* p) { return half_value(bits16(p)); });
+      case Kind::bf16:
+        return each([](const char* p) {
+          const std::uint32_t wide = std::uint32_t{bits16(p)} << 16;  // bfloat16 is float32's upper half
+          float x;
+          std::memcpy(&x, &wide, 4);
+          return double{x};
+        });
+    }
+  }
+  // Is every value of this dtype representable in `format`?
+  [[nodiscard]] bool within(attn::verify::DType format) const {
+    using attn::verify::DType;
+    switch (kind) {
+      case Kind::f64: return format == DType::fp64;
+      case Kind::f32: return format == DType::fp64 || format == DType::fp32;
+      case Kind::f16: return format != DType::bf16;
+      case Kind::bf16: return format != DType::fp16;
+    }
+    return false;
+  }
+
+ private:
+  static std::uint16_t bits16(const char* p) {
+    std::uint16_t bits;
+    std::memcpy(&bits, p, 2);
+    return bits;
+  }
+  static double half_value(std::uint16_t bits) {  // IEEE binary16, exactly
+    const int exponent = (bits >> 10) & 0x1f, fraction = bits & 0x3ff;
+    const double magnitude = exponent == 0    ? std::ldexp(fraction, -24)
+                             : exponent == 31 ? (fraction ? std::nan("") : HUGE_VAL)
+                                              : std::ldexp(fraction + 1024, exponent - 25);
+    return bits & 0x8000 ? -magnitude : magnitude;
+  }
+};
+
+// Every value of the view, row-major in its shape.
+std::vector<double> values_of(const View& view) {
+  std::vector<double> values(view.shape[0] * view.shape[1] * view.shape[2] * view.shape[3]);
+  double* to = values.data();
+  for (std::size_t b = 0; b < view.shape[0]; ++b)
+    for (std::size_t h = 0; h < view.shape[1]; ++h)
+      for (std::size_t i = 0; i < view.shape[2]; ++i, to += view.shape[3]) view.read_row(b, h, i, to);
+  return values;
+}
+
+// The view of a rank-4 array; ValueError naming `name` for another rank or dtype.
+View view_of(const py::array& array, const char* name) {
+  if (array.ndim() != 4) throw py::value_error(std::string(name) + ": expected rank 4 after reshaping");
+  View v;
+  const char kind = array.dtype().kind();
+  const py::ssize_t size = array.itemsize();
+  if (kind == 'f' && (size == 8 || size == 4 || size == 2)) {
+    v.kind = size == 8 ? View::Kind::f64 : size == 4 ? View::Kind::f32 : View::Kind::f16;
+  } else if ((kind == 'i' || kind == 'u') && size == 2) {
+    v.kind = View::Kind::bf16;
+  } else {
+    throw py::value_error(std::string(name) + ": expected float64, float32, float16 or bfloat16 bits (int16)");
+  }
+  v.data = static_cast<const char*>(array.data());
+  for (py::ssize_t d = 0; d < 4; ++d) {
+    v.strides[static_cast<std::size_t>(d)] = array.strides(d);
+    v.shape.push_back(static_cast<std::size_t>(array.shape(d)));
+  }
+  return v;
+}
+
+// validate's check of a tensor's values, streamed over the view: ValueError naming the first element
+// (row-major in [B, H, rows, width]) that is not finite or not representable in `format`.
+// With `nonfinite`, NaN and ±inf are admitted (IEEE inputs) and *nonfinite set when one is met.
+void check_values(const View& v, const char* name, attn::verify::DType format, bool* nonfinite = nullptr) {
+  const bool representable = v.within(format);
+  std::vector<double> row(v.shape[3]);
+  std::size_t k = 0;
+  for (std::size_t b = 0; b < v.shape[0]; ++b)
+    for (std::size_t h = 0; h < v.shape[1]; ++h)
+      for (std::size_t i = 0; i < v.shape[2]; ++i) {
+        v.read_row(b, h, i, row.data());
+        for (const double x : row) {
+          if (!std::isfinite(x) && nonfinite != nullptr) {
+            *nonfinite = true;
+          } else if (!std::isfinite(x)) {
+            throw py::value_error(std::string(name) + ": element " + attn::verify::element_name(v.shape, k) + " is " +
+                                  attn::verify::nonfinite_name(x) + " (inputs must be finite)");
+          }
+          if (!representable && attn::verify::round_to(format, x) != x) {
+            throw py::value_error(std::string(name) + ": element " + attn::verify::element_name(v.shape, k) +
+                                  " is not representable in " + std::string(attn::verify::dtype_name(format)));
+          }
+          ++k;
+        }
+      }
+}
+
 // The problem of one call; the Python layer has checked the shapes, this checks them again so
 // that no call of this function can read outside an array.
-TensorProblem make_problem(const Array& query, const Array& key, const Array& value, const std::optional<Array>& mask,
-                           const std::string& mask_kind, const std::string& causal, std::pair<std::int64_t, std::int64_t> window, const std::vector<double>& alibi_slopes, double softcap, const std::vector<double>& sinks, std::optional<double> scale,
-                           const std::vector<std::size_t>& key_lengths, attn::verify::DType dtype,
-                           std::optional<attn::verify::DType> kv_dtype) {
-  const auto q = shape4(query, "query"), k = shape4(key, "key"), v = shape4(value, "value");
+// problem_of without the values of query, key and value (of the shapes q, k, v).
+TensorProblem problem_without_values(const std::vector<std::size_t>& q, const std::vector<std::size_t>& k,
+                                     const std::vector<std::size_t>& v, const std::optional<Array>& mask,
+                                     const std::string& mask_kind, const std::string& causal,
+                                     std::pair<std::int64_t, std::int64_t> window,
+                                     const std::vector<double>& alibi_slopes, double softcap,
+                                     const std::vector<double>& sinks, std::optional<double> scale,
+                                     const std::vector<std::size_t>& key_lengths, attn::verify::DType dtype,
+                                     std::optional<attn::verify::DType> kv_dtype) {
   require(k[0] == q[0] && k[3] == q[3], "key: shape must be [B, Hkv, S, E] with the query's B and E");
   require(v[0] == q[0] && v[1] == k[1] && v[2] == k[2], "value: shape must be [B, Hkv, S, Ev] with the key's B, Hkv, S");
   TensorProblem p;
@@ -55,7 +180,6 @@ TensorProblem make_problem(const Array& query, const Array& key, const Array& va
   p.kv_heads = k[1], p.S = k[2], p.Ev = v[3];
   p.dtype = dtype;
   p.kv_dtype = kv_dtype;
-  p.query = values_of(query), p.key = values_of(key), p.value = values_of(value);
   p.scale = scale;
   if (mask_kind == "boolean" || mask_kind == "additive") {
     require(mask.has_value(), "attn_mask: missing");
@@ -77,6 +201,17 @@ TensorProblem make_problem(const Array& query, const Array& key, const Array& va
   p.alibi_slopes = alibi_slopes;
   p.softcap = softcap;
   p.sinks = sinks;
+  return p;
+}
+
+TensorProblem make_problem(const Array& query, const Array& key, const Array& value, const std::optional<Array>& mask,
+                           const std::string& mask_kind, const std::string& causal, std::pair<std::int64_t, std::int64_t> window, const std::vector<double>& alibi_slopes, double softcap, const std::vector<double>& sinks, std::optional<double> scale,
+                           const std::vector<std::size_t>& key_lengths, attn::verify::DType dtype,
+                           std::optional<attn::verify::DType> kv_dtype) {
+  TensorProblem p = problem_without_values(shape4(query, "query"), shape4(key, "key"), shape4(value, "value"), mask,
+                                           mask_kind, causal, window, alibi_slopes, softcap, sinks, scale, key_lengths,
+                                           dtype, kv_dtype);
+  p.query = values_of(query), p.key = values_of(key), p.value = values_of(value);
   return p;
 }
 
@@ -157,7 +292,7 @@ attn::verify::LseFormat lse_format_of(std::optional<std::string> lse_precision, 
 
 py::dict report_dict(const attn::verify::TensorReport& report);
 
-py::dict certify(const Array& out, const Array& query, const Array& key, const Array& value,
+py::dict certify(const py::array& out, const py::array& query, const py::array& key, const py::array& value,
                  const std::optional<Array>& mask, const std::string& mask_kind, const std::string& causal,
                  std::pair<std::int64_t, std::int64_t> window, const std::vector<double>& alibi_slopes, double softcap,
                  const std::vector<double>& sinks,
@@ -169,7 +304,7 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
                  std::optional<std::string> accumulator, std::optional<bool> query_in_storage,
                  std::optional<std::string> kv_precision, std::size_t max_failures, const std::optional<Array>& lse,
                  std::optional<std::string> lse_precision, bool lse_base2, bool lse_masked_plus_inf,
-                 std::optional<double> tanh_ulps) {
+                 std::optional<double> tanh_ulps, bool in_groups) {
   attn::verify::CertifyOptions options =
       options_of(precision, exp_ulps, weights_in_storage, query_in_storage, rows, seed, tier, alpha, max_failures);
   if (tanh_ulps) {
@@ -181,16 +316,43 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
   std::optional<attn::verify::DType> kv_dtype;
   if (kv_precision) kv_dtype = format_named(*kv_precision, "key");
   options.arithmetic.structure = structure_of(key_tile, sum_chunk, single_pass, splits, ordered);
+  const View q = view_of(query, "query"), k = view_of(key, "key"), v = view_of(value, "value"), o = view_of(out, "out");
   const TensorProblem problem =
-      make_problem(query, key, value, mask, mask_kind, causal, window, alibi_slopes, softcap, sinks, scale, key_lengths, options.arithmetic.storage, kv_dtype);
-  if (auto ok = attn::verify::validate(problem, attn::verify::Admit::ieee); !ok) throw py::value_error(ok.error().message);
-  if (lse && (attn::verify::has_nonfinite_inputs(problem) || attn::verify::is_empty(problem)))
+      problem_without_values(q.shape, k.shape, v.shape, mask, mask_kind, causal, window, alibi_slopes, softcap, sinks,
+                             scale, key_lengths, options.arithmetic.storage, kv_dtype);
+  bool nonfinite = false;  // NaN or ±inf in query, key or value: IEEE semantics, on the whole problem
+  {
+    const py::gil_scoped_release release;  // a pass over every value (validate's, in place)
+    check_values(q, "query", problem.dtype, &nonfinite);
+    check_values(k, "key", attn::verify::kv_format(problem), &nonfinite);
+    check_values(v, "value", attn::verify::kv_format(problem), &nonfinite);
+  }
+  const bool ieee = nonfinite || attn::verify::is_empty(problem);
+  if (auto ok = attn::verify::validate_without_values(problem, ieee ? attn::verify::Admit::ieee : attn::verify::Admit::strict);
+      !ok) {
+    throw py::value_error(ok.error().message);
+  }
+  if (lse && ieee)
     throw py::value_error("lse: not certified for inputs with NaN or infinity, or empty ones (the output is: "
                           "leave lse out)");
-  const auto o = shape4(out, "out");
-  require(o[0] == problem.batch && o[1] == problem.q_heads && o[2] == problem.L && o[3] == problem.Ev,
+  require(o.shape[0] == problem.batch && o.shape[1] == problem.q_heads && o.shape[2] == problem.L &&
+              o.shape[3] == problem.Ev,
           "out: shape must be [B, Hq, L, Ev] of query and value");
-  const std::vector<double> output = values_of(out);
+  // Group (b, kv): its G query heads' rows of query and out, its keys and values.
+  const std::size_t G = problem.q_heads / problem.kv_heads;
+  const auto read = [&](std::size_t b, std::size_t kv, bool inputs, TensorProblem& group, std::vector<double>& output) {
+    const auto rows = [](const View& view, std::size_t b, std::size_t h0, std::size_t heads, std::vector<double>& to) {
+      const std::size_t n = view.shape[2], width = view.shape[3];
+      to.resize(heads * n * width);
+      for (std::size_t h = 0; h < heads; ++h)
+        for (std::size_t i = 0; i < n; ++i) view.read_row(b, h0 + h, i, to.data() + (h * n + i) * width);
+    };
+    rows(o, b, kv * G, G, output);
+    if (!inputs) return;
+    rows(q, b, kv * G, G, group.query);
+    rows(k, b, kv, 1, group.key);
+    rows(v, b, kv, 1, group.value);
+  };
   std::vector<double> lse_values;
   attn::verify::LseFormat lse_format;
   if (lse) {
@@ -199,17 +361,25 @@ py::dict certify(const Array& out, const Array& query, const Array& key, const A
     lse_values = values_of(*lse);
     lse_format = lse_format_of(lse_precision, lse_base2, lse_masked_plus_inf);
   }
-  attn::verify::TensorReport report, lse_report;
+  std::pair<attn::verify::TensorReport, std::optional<attn::verify::TensorReport>> reports;
   {
     const py::gil_scoped_release release;
-    if (lse) {
-      std::tie(report, lse_report) = attn::verify::certify_tensor_and_lse(problem, output, lse_values, options, lse_format);
-    } else {
-      report = attn::verify::certify_tensor(problem, output, options);
+    if (in_groups && !ieee) {
+      reports = attn::verify::certify_in_groups(
+          problem, read, options, lse ? std::optional<std::span<const double>>(lse_values) : std::nullopt, lse_format);
+    } else {  // the whole problem held as doubles (IEEE inputs; the reference the groups are tested against)
+      TensorProblem whole = problem;
+      whole.query = values_of(q), whole.key = values_of(k), whole.value = values_of(v);
+      const std::vector<double> output = values_of(o);
+      if (lse) {
+        reports = attn::verify::certify_tensor_and_lse(whole, output, lse_values, options, lse_format);
+      } else {
+        reports.first = attn::verify::certify_tensor(whole, output, options);
+      }
     }
   }
-  py::dict result = report_dict(report);
-  if (lse) result["lse"] = report_dict(lse_report);
+  py::dict result = report_dict(reports.first);
+  if (reports.second) result["lse"] = report_dict(*reports.second);
   return result;
 }
 
@@ -376,9 +546,10 @@ PYBIND11_MODULE(_attncheck, m) {
         py::arg("ordered") = false, py::arg("output_rounded") = true, py::arg("accumulator") = py::none(),
         py::arg("query_in_storage") = py::none(), py::arg("kv_precision") = py::none(), py::arg("max_failures") = 100,
         py::arg("lse") = py::none(), py::arg("lse_precision") = py::none(), py::arg("lse_base2") = false,
-        py::arg("lse_masked_plus_inf") = false, py::arg("tanh_ulps") = py::none(),
-        "Certifies out ([B, Hq, L, Ev]) for query/key/value ([B, H, *, *]), float64 arrays holding exact values, "
-        "and lse ([B, Hq, L]) when given; returns the report as a dict (the LSE's under \"lse\"). ValueError "
+        py::arg("lse_masked_plus_inf") = false, py::arg("tanh_ulps") = py::none(), py::arg("in_groups") = true,
+        "Certifies out ([B, Hq, L, Ev]) for query/key/value ([B, H, *, *]), float64, float32 or float16 arrays "
+        "or bfloat16 bits (int16), any strides, read in place one (batch item, kv head) group at a time (in_groups=False: "
+        "the whole problem as doubles at once, the same report), and lse ([B, Hq, L]) when given; returns the report as a dict (the LSE's under \"lse\"). ValueError "
         "names the argument at fault.");
   m.def("certify_backward", &certify_backward, py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("dout"),
         py::arg("query"), py::arg("key"), py::arg("value"), py::kw_only(), py::arg("mask"), py::arg("mask_kind"),

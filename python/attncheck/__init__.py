@@ -26,8 +26,8 @@ import numbers
 import numpy as np
 
 from . import _attncheck
-from ._inputs import ALIGNMENTS, PRECISION_OF_DTYPE, PRECISIONS, as_exact_array, check_int, check_shapes
-from ._inputs import device_note, mask_to_rank4, require_finite, to_rank4
+from ._inputs import ALIGNMENTS, PRECISION_OF_DTYPE, PRECISIONS, as_exact_array, as_native_array, check_int, check_shapes
+from ._inputs import device_note, finite_check_values, mask_to_rank4, require_finite, to_rank4
 from ._report import Failure, Report, Verdict
 from ._backward import BackwardReport, assert_attention_grads_close, check_attention_autograd
 from ._backward import check_attention_backward
@@ -101,10 +101,10 @@ def check_attention(out, query, key, value, *, attn_mask=None, is_causal=False, 
     bands hold for every tiling, summation order and split. Raises TypeError/ValueError naming the
     argument at fault.
     """
-    out_values, out_dtype = as_exact_array(out, "out")
+    out_values, out_dtype = as_native_array(out, "out")  # read in place by the C++ side, as are q, k, v
     softcap = _softcap(softcap)
     call = _sdpa_call(out_values, "out", query, key, value, attn_mask, is_causal, causal_alignment, scale,
-                      enable_gqa, key_lengths, window_size, alibi_slopes, ieee=True)
+                      enable_gqa, key_lengths, window_size, alibi_slopes, ieee=True, native=True)
     q, k, v, q_dtype, k_dtype, rank = call.q, call.k, call.v, call.q_dtype, call.k_dtype, call.q.ndim
     mask, mask_kind, lengths = call.mask, call.mask_kind, call.lengths
     explicit_precision = precision is not None
@@ -195,26 +195,29 @@ def _lse_arguments(lse, out_shape, out_name, lse_base, masked_lse):
 
 
 class _SdpaCall:
-    """The checked inputs of one SDPA call, as float64 arrays exact in their dtypes."""
+    """The checked inputs of one SDPA call, as float64 arrays exact in their dtypes (native: in their
+    own dtypes, as_native_array's)."""
 
     def __init__(self, **fields):
         self.__dict__.update(fields)
 
 
 def _sdpa_call(out_values, out_name, query, key, value, attn_mask, is_causal, causal_alignment, scale, enable_gqa,
-               key_lengths, window_size=(-1, -1), alibi_slopes=None, ieee=False) -> _SdpaCall:
+               key_lengths, window_size=(-1, -1), alibi_slopes=None, ieee=False, native=False) -> _SdpaCall:
     """query, key, value and the SDPA keywords checked (TypeError/ValueError naming the argument at
     fault), with the output-shaped array ``out_values`` (out or dout) for the shapes. ieee: NaN and
-    ±inf in query, key and value, and empty batch and sequence axes, are admitted (the forward)."""
-    q, q_dtype = as_exact_array(query, "query")
-    k, k_dtype = as_exact_array(key, "key")
-    v, v_dtype = as_exact_array(value, "value")
+    ±inf in query, key and value, and empty batch and sequence axes, are admitted (the forward).
+    native: the arrays are kept in their own dtype (read in place by the C++ side)."""
+    as_array = as_native_array if native else as_exact_array
+    q, q_dtype = as_array(query, "query")
+    k, k_dtype = as_array(key, "key")
+    v, v_dtype = as_array(value, "value")
     if v_dtype != k_dtype:
         raise TypeError(f"value: dtype {v_dtype} differs from the key's {k_dtype} (key and value share one storage "
                         f"format; the query's may differ)")
-    for values, name in ((q, "query"), (k, "key"), (v, "value")):
+    for values, name, dtype in ((q, "query", q_dtype), (k, "key", k_dtype), (v, "value", v_dtype)):
         if not ieee:
-            require_finite(values, name)
+            require_finite(finite_check_values(values, dtype), name)
     if not isinstance(enable_gqa, (bool, np.bool_)):
         raise TypeError(f"enable_gqa: expected a bool, got {type(enable_gqa).__name__}")
     to_rank4(q.shape, "query")  # a query of rank 2, 3 or 4, named as such before the others

@@ -51,6 +51,35 @@ def as_exact_array(x, name: str, *, allow_bool: bool = False):
     raise TypeError(f"{name}: expected a numpy array or a torch tensor, got {type(x).__name__}")
 
 
+def as_native_array(x, name: str):
+    """(x's values as a numpy array in their own dtype and strides, without a copy; dtype name) for a
+    numpy array or a torch CPU tensor of a float dtype: what the C++ side reads in place. A bfloat16
+    tensor comes as its bits, an int16 view (numpy has no bfloat16). TypeError as as_exact_array's.
+    """
+    if _is_torch_tensor(x):
+        tensor = x.detach()
+        if tensor.device.type != "cpu":
+            tensor = tensor.cpu()
+        dtype = str(tensor.dtype).removeprefix("torch.")
+        if dtype not in PRECISION_OF_DTYPE:
+            as_exact_array(x, name)  # its TypeError
+        if dtype == "bfloat16":
+            import torch  # a bfloat16 tensor: torch is there
+
+            return tensor.view(torch.int16).numpy(), dtype
+        return tensor.numpy(), dtype
+    if isinstance(x, np.ndarray) and x.dtype.name in PRECISION_OF_DTYPE:
+        return x, x.dtype.name
+    return as_exact_array(x, name)  # its TypeError
+
+
+def finite_check_values(values: np.ndarray, dtype: str) -> np.ndarray:
+    """An array require_finite can read for as_native_array's (bfloat16 bits widened to float32)."""
+    if dtype != "bfloat16":
+        return values
+    return (values.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
 def _integer_mask_hint(dtype: str, mask: bool) -> str:
     """For a mask of integers: which of the two meanings to pass."""
     if not mask or not (dtype.startswith("int") or dtype.startswith("uint")):

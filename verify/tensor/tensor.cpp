@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <span>
+#include <tuple>
 #include <utility>
 
 // The rules below are written from PyTorch's documentation of scaled_dot_product_attention:
@@ -132,9 +133,10 @@ bool has_nonfinite_inputs(const TensorProblem& p) {
 
 bool is_empty(const TensorProblem& p) { return p.batch == 0 || p.L == 0 || p.S == 0; }
 
-Result<Ok, Error> validate(const TensorProblem& p) { return validate(p, Admit::strict); }
+namespace {
 
-Result<Ok, Error> validate(const TensorProblem& p, Admit admit) {
+// validate, admitting what `admit` admits, with or without the values of query, key and value.
+Result<Ok, Error> validate_problem(const TensorProblem& p, Admit admit, bool values) {
   const bool ieee = admit == Admit::ieee;
   if ((!ieee && (p.batch == 0 || p.L == 0)) || p.q_heads == 0 || p.E == 0) {
     return Error{std::string("query: ") + (ieee ? "Hq and E" : "every dimension of [B, Hq, L, E]") +
@@ -146,19 +148,12 @@ Result<Ok, Error> validate(const TensorProblem& p, Admit admit) {
     return Error{"key: its " + std::to_string(p.kv_heads) + " heads do not divide the query's " +
                  std::to_string(p.q_heads) + " heads"};
   }
-  if (auto ok = check_values("query", p.query, stored_dims(p, p.q_heads, p.L, p.E), p.dtype, false, ieee);
-      !ok) {
-    return ok;
-  }
-  if (auto ok =
-          check_values("key", p.key, stored_dims(p, p.kv_heads, p.S, p.E), kv_format(p), false, ieee);
-      !ok) {
-    return ok;
-  }
-  if (auto ok =
-          check_values("value", p.value, stored_dims(p, p.kv_heads, p.S, p.Ev), kv_format(p), false, ieee);
-      !ok) {
-    return ok;
+  for (const auto& [name, data, heads, rows, width, format] :
+       {std::tuple{"query", &p.query, p.q_heads, p.L, p.E, p.dtype},
+        std::tuple{"key", &p.key, p.kv_heads, p.S, p.E, kv_format(p)},
+        std::tuple{"value", &p.value, p.kv_heads, p.S, p.Ev, kv_format(p)}}) {
+    if (!values) break;
+    if (auto ok = check_values(name, *data, stored_dims(p, heads, rows, width), format, false, ieee); !ok) return ok;
   }
   if (p.scale && !std::isfinite(*p.scale)) return Error{"scale: must be finite"};
   for (const auto& [side, value] : {std::pair{"left", p.window_left}, std::pair{"right", p.window_right}}) {
@@ -219,6 +214,14 @@ Result<Ok, Error> validate(const TensorProblem& p, Admit admit) {
   }
   return Ok{};
 }
+
+}  // namespace
+
+Result<Ok, Error> validate(const TensorProblem& p) { return validate_problem(p, Admit::strict, true); }
+
+Result<Ok, Error> validate(const TensorProblem& p, Admit admit) { return validate_problem(p, admit, true); }
+
+Result<Ok, Error> validate_without_values(const TensorProblem& p, Admit admit) { return validate_problem(p, admit, false); }
 
 std::size_t tensor_index(const TensorProblem& p, std::size_t heads, std::size_t rows, std::size_t width, std::size_t b,
                          std::size_t h, std::size_t row, std::size_t c) {

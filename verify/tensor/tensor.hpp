@@ -79,6 +79,9 @@ struct TensorProblem {
 /// query or key sequences (B = 0 or L = 0: no output; S = 0: every row without keys).
 enum class Admit { strict, ieee };
 [[nodiscard]] Result<Ok, Error> validate(const TensorProblem& problem, Admit admit);
+/// validate except the values of query, key and value, which the caller holds elsewhere and checks
+/// itself (a problem certified one group at a time: certify_in_groups); their vectors may be empty.
+[[nodiscard]] Result<Ok, Error> validate_without_values(const TensorProblem& problem, Admit admit = Admit::strict);
 
 /// Does query, key or value hold a NaN or an infinity? Is the problem empty (B, L or S zero)?
 [[nodiscard]] bool has_nonfinite_inputs(const TensorProblem& problem);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -194,18 +195,20 @@ RowBands standard_bands(const TensorProblem& problem, Arithmetic arithmetic) {
   };
 }
 
-}  // namespace
+void certify_rows(const TensorProblem& p, std::span<const double> output, const std::vector<char>& certify,
+                  const RowBands& bands, const CertifyOptions& options, double lambda,
+                  std::vector<RowOutcome>& outcomes, std::span<const double> lse = {},
+                  const LseFormat* format = nullptr, std::vector<RowOutcome>* lse_outcomes = nullptr);
 
-// The standard profiles of the dtype under which the same output passes (the declared structure,
-// a larger exp_ulps and a widened output carried over); the profile in use is not certified again.
-void diagnose(const TensorProblem& p, std::span<const double> output, const CertifyOptions& options,
-              TensorReport& report) {
+// diagnose's body: `passes` certifies the output under other options.
+void diagnose_with(DType dtype, const CertifyOptions& options, TensorReport& report,
+                   const std::function<bool(const CertifyOptions&)>& passes) {
   report.diagnosed = true;
   // NaN, Inf and nonzero masked rows fail under every profile: only band failures are diagnosed.
   const bool outside = std::any_of(report.failures.begin(), report.failures.end(),
                                    [](const TensorFailure& f) { return f.reason == "outside band"; });
   if (!outside && report.failure_count == report.failures.size()) return;
-  for (const std::string& name : profiles_for(p.dtype)) {
+  for (const std::string& name : profiles_for(dtype)) {
     if (name == options.profile) continue;
     CertifyOptions other = options;
     other.arithmetic = arithmetic_profile(name).value();
@@ -217,8 +220,18 @@ void diagnose(const TensorProblem& p, std::span<const double> output, const Cert
     other.diagnose = false;
     other.max_failures = 0;
     if (same_arithmetic(other.arithmetic, options.arithmetic)) continue;
-    if (certify_tensor(p, output, other).passed) report.consistent_with.push_back(name);
+    if (passes(other)) report.consistent_with.push_back(name);
   }
+}
+
+}  // namespace
+
+// The standard profiles of the dtype under which the same output passes (the declared structure,
+// a larger exp_ulps and a widened output carried over); the profile in use is not certified again.
+void diagnose(const TensorProblem& p, std::span<const double> output, const CertifyOptions& options,
+              TensorReport& report) {
+  diagnose_with(p.dtype, options, report,
+                [&](const CertifyOptions& other) { return certify_tensor(p, output, other).passed; });
 }
 
 std::string sinks_error(const TensorProblem& p, const KernelStructure& s) {
@@ -418,11 +431,7 @@ TensorReport certify_tensor(const TensorProblem& p, std::span<const double> outp
   std::vector<char> certify(total, 0);
   for (std::size_t row : sample_rows(p, options.rows, options.seed)) certify[row] = 1;
   std::vector<RowOutcome> outcomes(total);
-  parallel_for(total, options.threads, [&](std::size_t row) {
-    const bool empty = !row_has_keys(p, row);
-    cheap_checks(p, output, row, empty, outcomes[row]);
-    if (certify[row] && !empty) certify_row(p, output, row, bands, options, lambda, outcomes[row]);
-  });
+  certify_rows(p, output, certify, bands, options, lambda, outcomes);
   return report_of(outcomes, certify, options, lambda);
 }
 
@@ -588,6 +597,22 @@ void certify_lse_row(const TensorProblem& p, std::span<const double> lse, std::s
   detail::judge(outcome, {r.b, r.h, r.i, 0}, got, e, delta, delta, delta, delta, format.storage);
 }
 
+// Every row of p: the cheap checks, the rows flagged in `certify` against the oracle, and with
+// `lse_outcomes` every row's LSE (a certified row's enclosure handed on from the output's).
+void certify_rows(const TensorProblem& p, std::span<const double> output, const std::vector<char>& certify,
+                  const RowBands& bands, const CertifyOptions& options, double lambda,
+                  std::vector<RowOutcome>& outcomes, std::span<const double> lse, const LseFormat* format,
+                  std::vector<RowOutcome>* lse_outcomes) {
+  parallel_for(certify.size(), options.threads, [&](std::size_t row) {
+    const bool empty = !row_has_keys(p, row);
+    cheap_checks(p, output, row, empty, outcomes[row]);
+    SharedRow shared;
+    if (certify[row] && !empty)
+      certify_row(p, output, row, bands, options, lambda, outcomes[row], lse_outcomes ? &shared : nullptr);
+    if (lse_outcomes) certify_lse_row(p, lse, row, certify[row] != 0, options, *format, (*lse_outcomes)[row], &shared);
+  });
+}
+
 }  // namespace
 
 TensorReport certify_lse(const TensorProblem& p, std::span<const double> lse, const CertifyOptions& options,
@@ -629,18 +654,106 @@ std::pair<TensorReport, TensorReport> certify_tensor_and_lse(const TensorProblem
   std::vector<char> certify(total, 0);
   for (std::size_t row : sample_rows(p, options.rows, options.seed)) certify[row] = 1;
   std::vector<RowOutcome> outcomes(total), lse_outcomes(total);
-  parallel_for(total, options.threads, [&](std::size_t row) {
-    const bool empty = !row_has_keys(p, row);
-    cheap_checks(p, output, row, empty, outcomes[row]);
-    SharedRow shared;
-    if (certify[row] && !empty) certify_row(p, output, row, bands, options, lambda, outcomes[row], &shared);
-    certify_lse_row(p, lse, row, certify[row] != 0, options, format, lse_outcomes[row], &shared);
-  });
+  certify_rows(p, output, certify, bands, options, lambda, outcomes, lse, &format, &lse_outcomes);
   std::pair<TensorReport, TensorReport> reports{report_of(outcomes, certify, options, lambda),
                                                 report_of(lse_outcomes, certify, options,
                                                           statistical_lambda(options.alpha, total))};
   reports.second.plain = false;
   if (!reports.first.passed && options.diagnose) diagnose(p, output, options, reports.first);
+  return reports;
+}
+
+TensorProblem group_problem(const TensorProblem& w, std::size_t b, std::size_t kv) {
+  const std::size_t G = w.q_heads / w.kv_heads;
+  TensorProblem g;
+  g.batch = 1, g.q_heads = G, g.kv_heads = 1;
+  g.L = w.L, g.S = w.S, g.E = w.E, g.Ev = w.Ev;
+  g.dtype = w.dtype, g.kv_dtype = w.kv_dtype, g.layout = w.layout, g.scale = w.scale;
+  g.causal = w.causal, g.window_left = w.window_left, g.window_right = w.window_right, g.softcap = w.softcap;
+  if (!w.key_lengths.empty()) g.key_lengths = {w.key_lengths[b]};
+  const auto heads_of = [&](const std::vector<double>& per_head, std::size_t base) {
+    const auto first = per_head.begin() + static_cast<std::ptrdiff_t>(base + kv * G);
+    return std::vector<double>(first, first + static_cast<std::ptrdiff_t>(G));
+  };
+  if (!w.alibi_slopes.empty()) g.alibi_slopes = heads_of(w.alibi_slopes, w.alibi_slopes.size() == w.q_heads ? 0 : b * w.q_heads);
+  if (!w.sinks.empty()) g.sinks = heads_of(w.sinks, 0);
+  g.mask_kind = w.mask_kind;
+  if (w.mask_kind != TensorMask::none) {
+    std::array<std::size_t, 4> dims{1, 1, 1, 1};  // the mask's shape padded to rank 4
+    std::copy(w.mask_shape.begin(), w.mask_shape.end(), dims.end() - static_cast<std::ptrdiff_t>(w.mask_shape.size()));
+    const std::size_t heads = dims[1] == 1 ? 1 : G;
+    g.mask_shape = {1, heads, dims[2], dims[3]};
+    g.mask.reserve(heads * dims[2] * dims[3]);
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t i = 0; i < dims[2]; ++i)
+        for (std::size_t j = 0; j < dims[3]; ++j) g.mask.push_back(w.mask[mask_offset(w, b, kv * G + h, i, j)]);
+  }
+  return g;
+}
+
+std::pair<TensorReport, std::optional<TensorReport>> certify_in_groups(const TensorProblem& whole,
+                                                                       const GroupReader& read,
+                                                                       const CertifyOptions& options,
+                                                                       std::optional<std::span<const double>> lse,
+                                                                       const LseFormat& format) {
+  const std::string what = "certify_in_groups: ";
+  if (auto ok = validate_without_values(whole); !ok) throw ContractError(what + ok.error().message);
+  if (const std::string error = structure_error(options.arithmetic.structure); lse && !error.empty())
+    throw ContractError(what + error);
+  if (const std::string error = sinks_error(whole, options.arithmetic.structure); !error.empty())
+    throw ContractError(what + error);
+  if (!(options.alpha > 0 && options.alpha < 1)) throw ContractError(what + "alpha must be in (0, 1)");
+  const std::size_t total = whole.batch * whole.q_heads * whole.L;
+  if (lse && lse->size() != total) throw ContractError(what + "LSE size is not B·Hq·L");
+  const double lambda = statistical_lambda(options.alpha, total * whole.Ev);
+  std::vector<char> certify(total, 0);
+  for (std::size_t row : sample_rows(whole, options.rows, options.seed)) certify[row] = 1;
+  const std::size_t G = whole.q_heads / whole.kv_heads, group_rows = G * whole.L;
+  // The outcomes that add to the reports (certified rows, rows with a failure), in row order.
+  std::vector<RowOutcome> kept, kept_lse;
+  std::vector<char> kept_certify;
+  std::vector<double> output;
+  for (std::size_t b = 0; b < whole.batch; ++b) {
+    for (std::size_t kv = 0; kv < whole.kv_heads; ++kv) {
+      const std::size_t first = (b * whole.q_heads + kv * G) * whole.L;  // the group's rows are contiguous
+      const auto from = certify.begin() + static_cast<std::ptrdiff_t>(first);
+      const std::vector<char> flags(from, from + static_cast<std::ptrdiff_t>(group_rows));
+      const bool inputs = std::find(flags.begin(), flags.end(), 1) != flags.end();
+      TensorProblem group = group_problem(whole, b, kv);
+      read(b, kv, inputs, group, output);
+      if (output.size() != group_rows * whole.Ev) throw ContractError(what + "a group's output is not G·L·Ev");
+      if (auto ok = inputs ? validate(group) : validate_without_values(group); !ok)
+        throw ContractError(what + ok.error().message);
+      std::vector<RowOutcome> outcomes(group_rows), lse_outcomes(lse ? group_rows : 0);
+      certify_rows(group, output, flags, standard_bands(group, options.arithmetic), options, lambda, outcomes,
+                   lse ? lse->subspan(first, group_rows) : std::span<const double>{}, &format,
+                   lse ? &lse_outcomes : nullptr);
+      for (std::size_t r = 0; r < group_rows; ++r) {
+        if (!flags[r] && outcomes[r].failures.empty() && (!lse || lse_outcomes[r].failures.empty())) continue;
+        const auto in_whole = [&](RowOutcome& o) {  // the failures' indices in the whole problem
+          for (TensorFailure& f : o.failures) f.index[0] = b, f.index[1] += kv * G;
+        };
+        in_whole(outcomes[r]);
+        if (lse) in_whole(lse_outcomes[r]);
+        kept.push_back(std::move(outcomes[r]));
+        if (lse) kept_lse.push_back(std::move(lse_outcomes[r]));
+        kept_certify.push_back(flags[r]);
+      }
+    }
+  }
+  std::pair<TensorReport, std::optional<TensorReport>> reports{report_of(kept, kept_certify, options, lambda),
+                                                               std::nullopt};
+  reports.first.rows_total = total;
+  if (lse) {
+    reports.second = report_of(kept_lse, kept_certify, options, statistical_lambda(options.alpha, total));
+    reports.second->rows_total = total;
+    reports.second->plain = false;
+  }
+  if (!reports.first.passed && options.diagnose) {
+    diagnose_with(whole.dtype, options, reports.first, [&](const CertifyOptions& other) {
+      return certify_in_groups(whole, read, other).first.passed;
+    });
+  }
   return reports;
 }
 

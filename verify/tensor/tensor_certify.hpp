@@ -145,4 +145,27 @@ void diagnose(const TensorProblem& problem, std::span<const double> output, cons
 [[nodiscard]] TensorReport certify_tensor(const TensorProblem& problem, std::span<const double> output,
                                           const CertifyOptions& options, const RowBands& bands);
 
+/// The problem of one (batch item b, kv head kv) group of `whole`: B = 1, Hkv = 1, the group's G
+/// query heads (kv·G .. kv·G + G - 1), all L queries and S keys, the mask, key length, ALiBi slopes and
+/// sinks of those heads and that item (L and S unchanged, so the causal rule and the window align as in
+/// the whole), without query, key or value values. Its row r is the whole's row (b·Hq + kv·G)·L + r.
+[[nodiscard]] TensorProblem group_problem(const TensorProblem& whole, std::size_t b, std::size_t kv);
+
+/// Fills the query, key and value of group (b, kv) of the whole problem into `group`
+/// (group_problem's; only when `inputs`: a group with no certified row needs none) and the group's
+/// output ([1, G, L, Ev]) into `output`.
+using GroupReader = std::function<void(std::size_t b, std::size_t kv, bool inputs, TensorProblem& group,
+                                       std::vector<double>& output)>;
+
+/// certify_tensor (standard bands), or certify_tensor_and_lse when `lse` is given ([B, Hq, L]), of a
+/// problem read one (batch item, kv head) group at a time: `whole` holds everything but the values of
+/// query, key and value (validate_without_values; the caller checks those values). The rows are
+/// sample_rows(whole, options.rows, options.seed); each group's are certified on group_problem with
+/// the whole's statistical λ, and the reports merged in row order with indices in the whole: the
+/// same reports (and diagnosis) as certify_tensor and certify_tensor_and_lse of the whole problem,
+/// holding one group's values at a time. Throws ContractError as they do.
+[[nodiscard]] std::pair<TensorReport, std::optional<TensorReport>> certify_in_groups(
+    const TensorProblem& whole, const GroupReader& read, const CertifyOptions& options,
+    std::optional<std::span<const double>> lse = std::nullopt, const LseFormat& format = {});
+
 }  // namespace attn::verify
