@@ -358,16 +358,24 @@ void ieee_checks(const TensorProblem& p, std::span<const double> output, std::si
   }
 }
 
+// certify_tensor's contract, ContractError naming what is wrong: a valid problem (admitting what
+// `admit` admits), sinks without a declared structure, B·Hq·L·Ev outputs, alpha in (0, 1).
+void require_certifiable(const TensorProblem& p, std::span<const double> output, const CertifyOptions& options,
+                         Admit admit) {
+  if (auto ok = validate(p, admit); !ok) throw ContractError("certify_tensor: " + ok.error().message);
+  if (const std::string error = sinks_error(p, options.arithmetic.structure); !error.empty())
+    throw ContractError("certify_tensor: " + error);
+  if (output.size() != p.batch * p.q_heads * p.L * p.Ev)
+    throw ContractError("certify_tensor: output size is not B·Hq·L·Ev");
+  if (!(options.alpha > 0 && options.alpha < 1)) throw ContractError("certify_tensor: alpha must be in (0, 1)");
+}
+
 // NaN or ±inf inputs, or an empty problem: each row's IEEE expectation decides its non-finite
 // elements; the others are certified on the problem with those inputs set to 0, which none of them
 // reaches (tensor_ieee.hpp, rules 1-4).
 TensorReport certify_ieee(const TensorProblem& problem, std::span<const double> output, const CertifyOptions& options) {
-  if (auto ok = validate(problem, Admit::ieee); !ok) throw ContractError("certify_tensor: " + ok.error().message);
-  if (const std::string error = sinks_error(problem, options.arithmetic.structure); !error.empty())
-    throw ContractError("certify_tensor: " + error);
+  require_certifiable(problem, output, options, Admit::ieee);
   const std::size_t total = problem.batch * problem.q_heads * problem.L;
-  if (output.size() != total * problem.Ev) throw ContractError("certify_tensor: output size is not B·Hq·L·Ev");
-  if (!(options.alpha > 0 && options.alpha < 1)) throw ContractError("certify_tensor: alpha must be in (0, 1)");
   const detail::IeeeInputs inputs(problem);
   const TensorProblem finite = inputs.finite_problem();
   const RowBands bands = standard_bands(finite, options.arithmetic);
@@ -421,12 +429,8 @@ TensorReport certify_tensor(const TensorProblem& problem, std::span<const double
 
 TensorReport certify_tensor(const TensorProblem& p, std::span<const double> output, const CertifyOptions& options,
                             const RowBands& bands) {
-  if (auto ok = validate(p); !ok) throw ContractError("certify_tensor: " + ok.error().message);
-  if (const std::string error = sinks_error(p, options.arithmetic.structure); !error.empty())
-    throw ContractError("certify_tensor: " + error);
+  require_certifiable(p, output, options, Admit::strict);
   const std::size_t total = p.batch * p.q_heads * p.L;
-  if (output.size() != total * p.Ev) throw ContractError("certify_tensor: output size is not B·Hq·L·Ev");
-  if (!(options.alpha > 0 && options.alpha < 1)) throw ContractError("certify_tensor: alpha must be in (0, 1)");
   const double lambda = statistical_lambda(options.alpha, total * p.Ev);
   std::vector<char> certify(total, 0);
   for (std::size_t row : sample_rows(p, options.rows, options.seed)) certify[row] = 1;
