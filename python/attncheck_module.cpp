@@ -23,11 +23,16 @@
 #include "tensor/tensor_band.hpp"
 #include "tensor/tensor_backward.hpp"
 #include "tensor/tensor_certify.hpp"
+#include "tensor/tensor_views.hpp"
 
 namespace py = pybind11;
 using attn::verify::Causal;
 using attn::verify::TensorMask;
 using attn::verify::TensorProblem;
+using attn::verify::format_named;
+using attn::verify::lse_format_of;
+using attn::verify::options_of;
+using attn::verify::structure_of;
 
 namespace {
 
@@ -46,73 +51,7 @@ void require(bool condition, const std::string& message) {
   if (!condition) throw py::value_error(message);
 }
 
-// A rank-4 array read in place, any strides: float64, float32, float16, or bfloat16 as its bit
-// patterns in an int16/uint16 array (numpy has no bfloat16: torch's tensors come as .view(torch.int16)).
-struct View {
-  enum class Kind { f64, f32, f16, bf16 };
-  const char* data = nullptr;
-  Kind kind = Kind::f64;
-  std::array<py::ssize_t, 4> strides{};
-  std::vector<std::size_t> shape;
-
-  // Row (b, h, i)'s shape[3] values, as the doubles they equal, into `to`.
-  void read_row(std::size_t b, std::size_t h, std::size_t i, double* to) const {
-    const char* from = data + static_cast<py::ssize_t>(b) * strides[0] + static_cast<py::ssize_t>(h) * strides[1] +
-                       static_cast<py::ssize_t>(i) * strides[2];
-    const py::ssize_t step = strides[3];
-    const std::size_t n = shape[3];
-    const auto each = [&](auto load) {
-      for (std::size_t c = 0; c < n; ++c, from += step) to[c] = load(from);
-    };
-    switch (kind) {
-      case Kind::f64: return each([](const char* p) { double x; std::memcpy(&x, p, 8); return x; });
-      case Kind::f32: return each([](const char* p) { float x; std::memcpy(&x, p, 4); return double{x}; });
-      case Kind::f16: return each([](const char* p) { return half_value(bits16(p)); });
-      case Kind::bf16:
-        return each([](const char* p) {
-          const std::uint32_t wide = std::uint32_t{bits16(p)} << 16;  // bfloat16 is float32's upper half
-          float x;
-          std::memcpy(&x, &wide, 4);
-          return double{x};
-        });
-    }
-  }
-  // Is every value of this dtype representable in `format`?
-  [[nodiscard]] bool within(attn::verify::DType format) const {
-    using attn::verify::DType;
-    switch (kind) {
-      case Kind::f64: return format == DType::fp64;
-      case Kind::f32: return format == DType::fp64 || format == DType::fp32;
-      case Kind::f16: return format != DType::bf16;
-      case Kind::bf16: return format != DType::fp16;
-    }
-    return false;
-  }
-
- private:
-  static std::uint16_t bits16(const char* p) {
-    std::uint16_t bits;
-    std::memcpy(&bits, p, 2);
-    return bits;
-  }
-  static double half_value(std::uint16_t bits) {  // IEEE binary16, exactly
-    const int exponent = (bits >> 10) & 0x1f, fraction = bits & 0x3ff;
-    const double magnitude = exponent == 0    ? std::ldexp(fraction, -24)
-                             : exponent == 31 ? (fraction ? std::nan("") : HUGE_VAL)
-                                              : std::ldexp(fraction + 1024, exponent - 25);
-    return bits & 0x8000 ? -magnitude : magnitude;
-  }
-};
-
-// Every value of the view, row-major in its shape.
-std::vector<double> values_of(const View& view) {
-  std::vector<double> values(view.shape[0] * view.shape[1] * view.shape[2] * view.shape[3]);
-  double* to = values.data();
-  for (std::size_t b = 0; b < view.shape[0]; ++b)
-    for (std::size_t h = 0; h < view.shape[1]; ++h)
-      for (std::size_t i = 0; i < view.shape[2]; ++i, to += view.shape[3]) view.read_row(b, h, i, to);
-  return values;
-}
+using View = attn::verify::StridedView;
 
 // The view of a rank-4 array; ValueError naming `name` for another rank or dtype.
 View view_of(const py::array& array, const char* name) {
@@ -129,42 +68,15 @@ View view_of(const py::array& array, const char* name) {
   }
   v.data = static_cast<const char*>(array.data());
   for (py::ssize_t d = 0; d < 4; ++d) {
-    v.strides[static_cast<std::size_t>(d)] = array.strides(d);
+    v.strides[static_cast<std::size_t>(d)] = static_cast<std::ptrdiff_t>(array.strides(d));
     v.shape.push_back(static_cast<std::size_t>(array.shape(d)));
   }
   return v;
 }
 
-// validate's check of a tensor's values, streamed over the view: ValueError naming the first element
-// (row-major in [B, H, rows, width]) that is not finite or not representable in `format`.
-// With `nonfinite`, NaN and ±inf are admitted (IEEE inputs) and *nonfinite set when one is met.
-void check_values(const View& v, const char* name, attn::verify::DType format, bool* nonfinite = nullptr) {
-  const bool representable = v.within(format);
-  std::vector<double> row(v.shape[3]);
-  std::size_t k = 0;
-  for (std::size_t b = 0; b < v.shape[0]; ++b)
-    for (std::size_t h = 0; h < v.shape[1]; ++h)
-      for (std::size_t i = 0; i < v.shape[2]; ++i) {
-        v.read_row(b, h, i, row.data());
-        for (const double x : row) {
-          if (!std::isfinite(x) && nonfinite != nullptr) {
-            *nonfinite = true;
-          } else if (!std::isfinite(x)) {
-            throw py::value_error(std::string(name) + ": element " + attn::verify::element_name(v.shape, k) + " is " +
-                                  attn::verify::nonfinite_name(x) + " (inputs must be finite)");
-          }
-          if (!representable && attn::verify::round_to(format, x) != x) {
-            throw py::value_error(std::string(name) + ": element " + attn::verify::element_name(v.shape, k) +
-                                  " is not representable in " + std::string(attn::verify::dtype_name(format)));
-          }
-          ++k;
-        }
-      }
-}
-
-// The problem of one call; the Python layer has checked the shapes, this checks them again so
-// that no call of this function can read outside an array.
-// problem_of without the values of query, key and value (of the shapes q, k, v).
+// The problem of one call without the values of query, key and value (of the shapes q, k, v): the
+// Python layer has checked the shapes, problem_without_values checks them again so that no call of
+// this function can read outside an array.
 TensorProblem problem_without_values(const std::vector<std::size_t>& q, const std::vector<std::size_t>& k,
                                      const std::vector<std::size_t>& v, const std::optional<Array>& mask,
                                      const std::string& mask_kind, const std::string& causal,
@@ -173,35 +85,14 @@ TensorProblem problem_without_values(const std::vector<std::size_t>& q, const st
                                      const std::vector<double>& sinks, std::optional<double> scale,
                                      const std::vector<std::size_t>& key_lengths, attn::verify::DType dtype,
                                      std::optional<attn::verify::DType> kv_dtype) {
-  require(k[0] == q[0] && k[3] == q[3], "key: shape must be [B, Hkv, S, E] with the query's B and E");
-  require(v[0] == q[0] && v[1] == k[1] && v[2] == k[2], "value: shape must be [B, Hkv, S, Ev] with the key's B, Hkv, S");
-  TensorProblem p;
-  p.batch = q[0], p.q_heads = q[1], p.L = q[2], p.E = q[3];
-  p.kv_heads = k[1], p.S = k[2], p.Ev = v[3];
-  p.dtype = dtype;
-  p.kv_dtype = kv_dtype;
-  p.scale = scale;
-  if (mask_kind == "boolean" || mask_kind == "additive") {
-    require(mask.has_value(), "attn_mask: missing");
-    p.mask_kind = mask_kind == "boolean" ? TensorMask::boolean : TensorMask::additive;
-    for (py::ssize_t d = 0; d < mask->ndim(); ++d) p.mask_shape.push_back(static_cast<std::size_t>(mask->shape(d)));
-    p.mask = values_of(*mask);
-  } else {
-    require(mask_kind == "none" && !mask.has_value(), "attn_mask: kind must be none, boolean or additive");
+  require(mask.has_value() == (mask_kind != "none"), "attn_mask: given without its kind, or a kind without it");
+  std::vector<std::size_t> mask_shape;
+  if (mask) {
+    for (py::ssize_t d = 0; d < mask->ndim(); ++d) mask_shape.push_back(static_cast<std::size_t>(mask->shape(d)));
   }
-  if (causal == "top-left") {
-    p.causal = Causal::top_left;
-  } else if (causal == "bottom-right") {
-    p.causal = Causal::bottom_right;
-  } else {
-    require(causal == "none", "causal_alignment: must be \"top-left\" or \"bottom-right\"");
-  }
-  p.key_lengths = key_lengths;
-  p.window_left = window.first, p.window_right = window.second;
-  p.alibi_slopes = alibi_slopes;
-  p.softcap = softcap;
-  p.sinks = sinks;
-  return p;
+  return attn::verify::problem_without_values(q, k, v, mask_kind, mask_shape, mask ? values_of(*mask) : std::vector<double>{},
+                                              causal, window, alibi_slopes, softcap, sinks, scale, key_lengths, dtype,
+                                              kv_dtype);
 }
 
 TensorProblem make_problem(const Array& query, const Array& key, const Array& value, const std::optional<Array>& mask,
@@ -213,13 +104,6 @@ TensorProblem make_problem(const Array& query, const Array& key, const Array& va
                                            dtype, kv_dtype);
   p.query = values_of(query), p.key = values_of(key), p.value = values_of(value);
   return p;
-}
-
-// A storage format by its profile name (fp64, fp32, fp16, bf16); ValueError naming `what`.
-attn::verify::DType format_named(const std::string& name, const char* what) {
-  require(name == "fp64" || name == "fp32" || name == "fp16" || name == "bf16",
-          std::string(what) + ": expected fp64, fp32, fp16 or bf16, got " + name);
-  return attn::verify::arithmetic_profile(name).value().storage;
 }
 
 py::tuple failure_tuple(const attn::verify::TensorFailure& f) {
@@ -234,60 +118,6 @@ py::dict verdict_dict(const attn::verify::TierVerdict& v) {
   d["max_band_usage"] = v.max_band_usage;
   d["mean_band_usage"] = v.mean_band_usage;
   return d;
-}
-
-// The declared structure from the keyword arguments (ValueError naming the one at fault).
-attn::verify::KernelStructure structure_of(std::optional<std::size_t> key_tile, std::optional<std::size_t> sum_chunk,
-                                           bool single_pass, std::optional<std::size_t> splits, bool ordered) {
-  attn::verify::KernelStructure s;
-  if (key_tile) {
-    require(*key_tile >= 1, "key_tile: must be at least 1 (None: any tiling)");
-    s.key_tile = *key_tile;
-  }
-  s.single_pass = single_pass;
-  s.ordered = ordered;
-  if (sum_chunk) s.sum_chunk = *sum_chunk;
-  if (splits) {
-    require(*splits >= 1, "splits: must be at least 1 (None: any number)");
-    s.splits = *splits;
-  }
-  if (const std::string error = attn::verify::structure_error(s); !error.empty()) throw py::value_error(error);
-  return s;
-}
-
-// The options every certification shares, from the keyword arguments (ValueError naming the one at fault).
-attn::verify::CertifyOptions options_of(const std::string& precision, std::optional<double> exp_ulps,
-                                        std::optional<bool> weights_in_storage, std::optional<bool> query_in_storage,
-                                        std::optional<std::size_t> rows, std::uint64_t seed, const std::string& tier,
-                                        double alpha, std::size_t max_failures) {
-  auto arithmetic = attn::verify::arithmetic_profile(precision);
-  if (!arithmetic) throw py::value_error("precision: " + arithmetic.error().message);
-  attn::verify::CertifyOptions options;
-  options.arithmetic = arithmetic.value();
-  options.profile = precision;
-  if (exp_ulps) {
-    require(*exp_ulps >= 0 && *exp_ulps < 1e6, "exp_ulps: must be in [0, 1e6)");
-    options.arithmetic.exp_ulps = *exp_ulps;
-  }
-  if (weights_in_storage) options.arithmetic.weights_in_storage = *weights_in_storage;
-  if (query_in_storage) options.arithmetic.query_in_storage = *query_in_storage;
-  require(tier == "certified" || tier == "statistical", "tier: must be \"certified\" or \"statistical\"");
-  options.tier = tier == "certified" ? attn::verify::Tier::certified : attn::verify::Tier::statistical;
-  require(alpha > 0 && alpha < 1, "alpha: must be in (0, 1)");
-  options.alpha = alpha;
-  options.rows = rows;
-  options.seed = seed;
-  options.max_failures = max_failures;
-  return options;
-}
-
-// The LSE's format from the keyword arguments.
-attn::verify::LseFormat lse_format_of(std::optional<std::string> lse_precision, bool lse_base2, bool lse_masked_plus_inf) {
-  attn::verify::LseFormat format;
-  format.storage = format_named(lse_precision.value_or("fp32"), "lse");
-  format.base2 = lse_base2;
-  format.masked_plus_inf = lse_masked_plus_inf;
-  return format;
 }
 
 py::dict report_dict(const attn::verify::TensorReport& report);
@@ -320,63 +150,18 @@ py::dict certify(const py::array& out, const py::array& query, const py::array& 
   const TensorProblem problem =
       problem_without_values(q.shape, k.shape, v.shape, mask, mask_kind, causal, window, alibi_slopes, softcap, sinks,
                              scale, key_lengths, options.arithmetic.storage, kv_dtype);
-  bool nonfinite = false;  // NaN or ±inf in query, key or value: IEEE semantics, on the whole problem
-  {
-    const py::gil_scoped_release release;  // a pass over every value (validate's, in place)
-    check_values(q, "query", problem.dtype, &nonfinite);
-    check_values(k, "key", attn::verify::kv_format(problem), &nonfinite);
-    check_values(v, "value", attn::verify::kv_format(problem), &nonfinite);
-  }
-  const bool ieee = nonfinite || attn::verify::is_empty(problem);
-  if (auto ok = attn::verify::validate_without_values(problem, ieee ? attn::verify::Admit::ieee : attn::verify::Admit::strict);
-      !ok) {
-    throw py::value_error(ok.error().message);
-  }
-  if (lse && ieee)
-    throw py::value_error("lse: not certified for inputs with NaN or infinity, or empty ones (the output is: "
-                          "leave lse out)");
-  require(o.shape[0] == problem.batch && o.shape[1] == problem.q_heads && o.shape[2] == problem.L &&
-              o.shape[3] == problem.Ev,
-          "out: shape must be [B, Hq, L, Ev] of query and value");
-  // Group (b, kv): its G query heads' rows of query and out, its keys and values.
-  const std::size_t G = problem.q_heads / problem.kv_heads;
-  const auto read = [&](std::size_t b, std::size_t kv, bool inputs, TensorProblem& group, std::vector<double>& output) {
-    const auto rows = [](const View& view, std::size_t b, std::size_t h0, std::size_t heads, std::vector<double>& to) {
-      const std::size_t n = view.shape[2], width = view.shape[3];
-      to.resize(heads * n * width);
-      for (std::size_t h = 0; h < heads; ++h)
-        for (std::size_t i = 0; i < n; ++i) view.read_row(b, h0 + h, i, to.data() + (h * n + i) * width);
-    };
-    rows(o, b, kv * G, G, output);
-    if (!inputs) return;
-    rows(q, b, kv * G, G, group.query);
-    rows(k, b, kv, 1, group.key);
-    rows(v, b, kv, 1, group.value);
-  };
   std::vector<double> lse_values;
   attn::verify::LseFormat lse_format;
   if (lse) {
-    require(static_cast<std::size_t>(lse->size()) == problem.batch * problem.q_heads * problem.L,
-            "lse: must hold B·Hq·L values ([B, Hq, L] of the query)");
     lse_values = values_of(*lse);
     lse_format = lse_format_of(lse_precision, lse_base2, lse_masked_plus_inf);
   }
   std::pair<attn::verify::TensorReport, std::optional<attn::verify::TensorReport>> reports;
   {
     const py::gil_scoped_release release;
-    if (in_groups && !ieee) {
-      reports = attn::verify::certify_in_groups(
-          problem, read, options, lse ? std::optional<std::span<const double>>(lse_values) : std::nullopt, lse_format);
-    } else {  // the whole problem held as doubles (IEEE inputs; the reference the groups are tested against)
-      TensorProblem whole = problem;
-      whole.query = values_of(q), whole.key = values_of(k), whole.value = values_of(v);
-      const std::vector<double> output = values_of(o);
-      if (lse) {
-        reports = attn::verify::certify_tensor_and_lse(whole, output, lse_values, options, lse_format);
-      } else {
-        reports.first = attn::verify::certify_tensor(whole, output, options);
-      }
-    }
+    reports = attn::verify::certify_views(problem, o, q, k, v, options,
+                                          lse ? std::optional<std::span<const double>>(lse_values) : std::nullopt,
+                                          lse_format, in_groups);
   }
   py::dict result = report_dict(reports.first);
   if (reports.second) result["lse"] = report_dict(*reports.second);

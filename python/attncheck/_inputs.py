@@ -69,6 +69,8 @@ def as_native_array(x, name: str):
             return tensor.view(torch.int16).numpy(), dtype
         return tensor.numpy(), dtype
     if isinstance(x, np.ndarray) and x.dtype.name in PRECISION_OF_DTYPE:
+        if not x.dtype.isnative:  # the C++ side reads the host's byte order: a big-endian array is converted
+            return x.astype(x.dtype.newbyteorder("=")), x.dtype.name
         return x, x.dtype.name
     return as_exact_array(x, name)  # its TypeError
 

@@ -70,6 +70,7 @@ void register_certify(CLI::App& app, Commands& commands);
 void register_gen(CLI::App& app, Commands& commands);
 void register_stress(CLI::App& app, Commands& commands);
 void register_package(CLI::App& app, Commands& commands);
+void register_tensor(CLI::App& app, Commands& commands);
 
 /// How a package checker's settings hold a sample's certificate section: {"HASH", R"attncheck(...)attncheck"}
 /// (package writes it, oracle reads it back).

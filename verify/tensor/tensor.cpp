@@ -29,13 +29,13 @@ std::size_t product(std::span<const std::size_t> dims) {
   return out;
 }
 
+}  // namespace
+
 std::string shape_text(std::span<const std::size_t> dims) {
   std::string out = "[";
   for (std::size_t k = 0; k < dims.size(); ++k) out += (k ? ", " : "") + std::to_string(dims[k]);
   return out + "]";
 }
-
-}  // namespace
 
 std::string element_name(std::span<const std::size_t> dims, std::size_t k) {
   std::vector<std::size_t> index(dims.size());

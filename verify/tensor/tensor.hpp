@@ -130,6 +130,8 @@ struct RowIndex {
 /// batch_seq_head layout.
 [[nodiscard]] std::vector<std::size_t> stored_dims(const TensorProblem& problem, std::size_t heads, std::size_t rows,
                                                    std::size_t width);
+/// A shape as text: "[2, 3, 4]".
+[[nodiscard]] std::string shape_text(std::span<const std::size_t> dims);
 /// Flat element k of a row-major tensor of `dims` named in its own shape: "(b, h, i, c) of [B, H, L, E]".
 [[nodiscard]] std::string element_name(std::span<const std::size_t> dims, std::size_t k);
 /// "NaN", "+inf" or "-inf" for a value that is not finite.
