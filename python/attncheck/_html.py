@@ -153,7 +153,7 @@ def _heatmaps(heatmap, name: str) -> str:
     heads, rows, columns = len(heatmap.cells), len(heatmap.query_edges) - 1, len(heatmap.column_edges) - 1
     side = max(3, min(16, 512 // max(rows, columns, 1)))  # a cell's side in pixels: about 512 at most
     width, height = _MARGIN_LEFT + columns * side + 12, _MARGIN_TOP + rows * side + _MARGIN_BOTTOM
-    cells = [[[("inf" if math.isinf(x) else x) for x in row] for row in head] for head in heatmap.cells]
+    cells = [[[_cell(x) for x in row] for row in head] for head in heatmap.cells]
     data = json.dumps({"cells": cells, "query_edges": heatmap.query_edges, "column_edges": heatmap.column_edges,
                        "cell": side}, allow_nan=False).replace("</", "<\\/")
     figures = "".join(
@@ -165,6 +165,14 @@ def _heatmaps(heatmap, name: str) -> str:
             f"{heatmap.query_edges[-1]} queries × {heatmap.column_edges[-1]} columns)</h3>\n" + _legend() +
             f"\n<script type=\"application/json\" id=\"data-{name}\">{data}</script>\n"
             f"<div class=\"heads\">{figures}</div>")
+
+
+def _cell(usage: float):
+    """A cell as the page's JSON holds it: 4 digits are enough for the colour and the hover text (a
+    third of full precision's bytes), a usage above 1 kept whole so it stays above 1; "inf" for +inf."""
+    if math.isinf(usage):
+        return "inf"
+    return usage if usage > 1 or usage <= 0 else float(f"{usage:.4g}")
 
 
 def _histogram(histogram) -> str:
