@@ -79,7 +79,7 @@ _SCRIPT = r"""
     step = Math.max(1, Math.ceil(columns / 8));
     for (var k = 0; k <= columns; k += (k + step > columns && k < columns) ? columns - k : step)
       g.fillText(String(data.column_edges[k]), MARGIN_LEFT + k * side, MARGIN_TOP + height + 3);
-    g.fillText("output column", MARGIN_LEFT + width / 2, MARGIN_TOP + height + 18);
+    g.fillText(data.column_label, MARGIN_LEFT + width / 2, MARGIN_TOP + height + 18);
     g.save(); g.translate(10, MARGIN_TOP + height / 2); g.rotate(-Math.PI / 2);
     g.textBaseline = "middle"; g.fillText("query", 0, 0); g.restore();
     var box = canvas.getBoundingClientRect();
@@ -135,7 +135,7 @@ def render(report) -> str:
 def _section(report, name: str, title: str) -> str:
     parts = [f"<h2>{title}</h2>"]
     if report.heatmap is not None:
-        parts.append(_heatmaps(report.heatmap, name))
+        parts.append(_heatmaps(report.heatmap, name, "output column" if name == "out" else "the row's LSE"))
     parts.append(_histogram(report.usage_histogram))
     parts.append(_failures(report))
     return "\n".join(parts)
@@ -149,13 +149,14 @@ def _legend() -> str:
             f"</span><span><span class=\"swatch\" style=\"background:{NONE}\"></span>not certified</span></div>")
 
 
-def _heatmaps(heatmap, name: str) -> str:
+def _heatmaps(heatmap, name: str, column_label: str) -> str:
     heads, rows, columns = len(heatmap.cells), len(heatmap.query_edges) - 1, len(heatmap.column_edges) - 1
     side = max(3, min(16, 512 // max(rows, columns, 1)))  # a cell's side in pixels: about 512 at most
-    width, height = _MARGIN_LEFT + columns * side + 12, _MARGIN_TOP + rows * side + _MARGIN_BOTTOM
+    # At least 150 pixels wide, so the column axis's label fits under a one-column grid (an LSE's).
+    width, height = max(150, _MARGIN_LEFT + columns * side + 12), _MARGIN_TOP + rows * side + _MARGIN_BOTTOM
     cells = [[[_cell(x) for x in row] for row in head] for head in heatmap.cells]
     data = json.dumps({"cells": cells, "query_edges": heatmap.query_edges, "column_edges": heatmap.column_edges,
-                       "cell": side}, allow_nan=False).replace("</", "<\\/")
+                       "cell": side, "column_label": column_label}, allow_nan=False).replace("</", "<\\/")
     figures = "".join(
         f"<figure><figcaption>query head {h}</figcaption><canvas class=\"heatmap\" id=\"heatmap-{name}-{h}\" "
         f"data-section=\"{name}\" data-head=\"{h}\" width=\"{width}\" height=\"{height}\" "
@@ -176,7 +177,9 @@ def _cell(usage: float):
 
 
 def _histogram(histogram) -> str:
-    labels = ["0"] + [f"[1e{e}, 1e{e + 1})" for e in range(-DECADES, -1)] + ["[0.1, 1]", "> 1"]
+    # The first decade holds every usage below 1e-11 (report_of clamps them there).
+    labels = (["0", f"(0, 1e{1 - DECADES})"] + [f"[1e{e}, 1e{e + 1})" for e in range(1 - DECADES, -1)] +
+              ["[0.1, 1]", "> 1"])
     most = max(histogram) if histogram else 0
     rows = "".join(
         f"<tr><td>{html.escape(label)}</td><td class=\"n\">{count}</td><td><div class=\"bar\" style=\"width:"
