@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -168,6 +169,25 @@ py::dict certify(const py::array& out, const py::array& query, const py::array& 
   return result;
 }
 
+// The report's usage heatmap (None without one): cells [Hq, R, C] (-1: nothing certified there,
+// inf: a failure decided without a band) and the cells' edges, the first query of each cell row and
+// the first column of each cell column, then L and Ev.
+py::object heatmap_dict(const attn::verify::UsageHeatmap& grid) {
+  if (grid.cells.empty()) return py::none();
+  py::array_t<double> cells(std::vector<py::ssize_t>{static_cast<py::ssize_t>(grid.heads),
+                                                      static_cast<py::ssize_t>(grid.cell_rows),
+                                                      static_cast<py::ssize_t>(grid.cell_columns)});
+  std::copy(grid.cells.begin(), grid.cells.end(), cells.mutable_data());
+  std::vector<std::size_t> query_edges, column_edges;
+  for (std::size_t k = 0; k <= grid.cell_rows; ++k) query_edges.push_back(grid.first_query(k));
+  for (std::size_t k = 0; k <= grid.cell_columns; ++k) column_edges.push_back(grid.first_column(k));
+  py::dict result;
+  result["cells"] = cells;
+  result["query_edges"] = query_edges;
+  result["column_edges"] = column_edges;
+  return result;
+}
+
 py::dict report_dict(const attn::verify::TensorReport& report) {
   py::list failures;
   for (const auto& f : report.failures) failures.append(failure_tuple(f));
@@ -193,6 +213,7 @@ py::dict report_dict(const attn::verify::TensorReport& report) {
   result["lambda"] = report.lambda;
   result["consistent_with"] = report.consistent_with;
   result["diagnosed"] = report.diagnosed;
+  result["heatmap"] = heatmap_dict(report.heatmap);
   return result;
 }
 

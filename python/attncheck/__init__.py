@@ -28,13 +28,13 @@ import numpy as np
 from . import _attncheck
 from ._inputs import ALIGNMENTS, PRECISION_OF_DTYPE, PRECISIONS, as_exact_array, as_native_array, check_int, check_shapes
 from ._inputs import device_note, finite_check_values, mask_to_rank4, require_finite, to_rank4
-from ._report import Failure, Report, Verdict
+from ._report import Failure, Heatmap, Report, Verdict
 from ._backward import BackwardReport, assert_attention_grads_close, check_attention_autograd
 from ._backward import check_attention_backward
 from ._varlen import check_attention_kvcache, check_attention_varlen
 
 __all__ = ["check_attention", "check_attention_varlen", "check_attention_kvcache", "assert_attention_close", "exact_gradients", "check_attention_backward",
-           "check_attention_autograd", "assert_attention_grads_close", "BackwardReport", "Report", "Failure", "Verdict",
+           "check_attention_autograd", "assert_attention_grads_close", "BackwardReport", "Report", "Failure", "Heatmap", "Verdict",
            "conformance", "strategies"]
 
 

@@ -2,7 +2,8 @@
 
 Certifies an attention output saved with numpy.save. Exit status: 0 passed, 1 failed (the worst
 element named on stderr), 2 usage error, 3 bad input (unreadable file, wrong shape or dtype); every
-error is one line on stderr. The report's summary goes to stdout, its JSON to --json FILE.
+error is one line on stderr. The report's summary goes to stdout, its JSON to --json FILE, its picture
+(Report.to_html: per head a heatmap of the band usage, the histogram, the failures) to --html FILE.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--masked-lse", choices=("-inf", "+inf"), default="-inf",
                        help="what a row without keys holds in the LSE (+inf: FlashAttention 2)")
     check.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    check.add_argument("--html", metavar="FILE",
+                       help="write the report as one self-contained HTML page: where the error sits, per head")
     return parser
 
 
@@ -110,8 +113,9 @@ def _writable(path: str) -> None:
 
 
 def _check(args) -> int:
-    if args.json:
-        _writable(args.json)
+    for path in (args.json, args.html):
+        if path:
+            _writable(path)
     arrays = {name: _load(getattr(args, name)) for name in ("query", "key", "value", "out")}
     mask = _load(args.attn_mask) if args.attn_mask else None
     lse = _load(args.lse) if args.lse else None
@@ -131,12 +135,17 @@ def _check(args) -> int:
                              splits=args.splits, ordered=args.ordered, accumulator=args.accumulator,
                              query_in_storage=args.query_in_storage or None, lse=lse,
                              lse_base=2 if args.lse_base == "2" else None, masked_lse=args.masked_lse)
-    if args.json:  # written before the verdict is printed: a failed write prints no verdict
+    if args.json:  # written (and --html) before the verdict is printed: a failed write prints no verdict
         try:
             with open(args.json, "w", encoding="utf-8") as file:
                 file.write(report.to_json(indent=1) + "\n")
         except OSError as error:
             raise ValueError(f"{args.json}: {error.strerror}") from None
+    if args.html:
+        try:
+            report.to_html(args.html)
+        except OSError as error:
+            raise ValueError(f"{args.html}: {error.strerror}") from None
     print(report)
     if not report.passed:
         if report.failure_count:

@@ -37,6 +37,25 @@ def _number(x: float) -> str:
     return f"{x:.9g}"
 
 
+class Heatmap(NamedTuple):
+    """Where the band usage sits: per query head (the max over batch items), a grid of at most 64 × 64
+    cells over (query, output column); a cell holds the largest |got - exact| / band of the certified
+    elements in it. Above 1 is a failure (inf: one decided without a band, NaN or Inf or a masked row not
+    zero); -1 where nothing was certified and nothing failed. check_attention_varlen's and _kvcache's
+    grid is over the padded batch's query positions."""
+
+    cells: list  #: [Hq][R][C] floats
+    query_edges: list  #: R + 1 ints: cell row k holds queries query_edges[k] .. query_edges[k + 1] - 1
+    column_edges: list  #: C + 1 ints: cell column k holds columns column_edges[k] .. column_edges[k + 1] - 1
+
+    def array(self):
+        """The cells as a numpy array [Hq, R, C]."""
+        import numpy as np
+
+        return np.array(self.cells, dtype=np.float64).reshape(len(self.cells), len(self.query_edges) - 1,
+                                                              len(self.column_edges) - 1)
+
+
 class Verdict(NamedTuple):
     """One tier's verdict: certified (a failure proves a bug for the declared arithmetic) or
     statistical (a failure is evidence at false-alarm probability alpha for the whole report)."""
@@ -85,6 +104,7 @@ class Report:
     ieee_elements: int = 0  #: elements whose IEEE value is NaN or ±inf (NaN or inf inputs reach them), judged so
     unmodelled_rows: int = 0  #: rows checked finite only (an infinite score drops some keys, or softcap caps one)
     lse: "Report" = None  #: the LSE's own Report (check_attention's lse=); ``passed`` needs it to pass too
+    heatmap: Heatmap = None  #: where the band usage sits (None for the gradients' reports)
 
     def __bool__(self) -> bool:
         return self.passed
@@ -147,6 +167,14 @@ class Report:
         inside = "; ".join(f"inside {name}: {_PROFILE_TEXT.get(name, name)}" for name in self.consistent_with)
         return f"{outside}; {inside}"
 
+    def to_html(self, path) -> None:
+        """Writes the report as one self-contained HTML page (no network): per head a heatmap of the
+        band usage over (query, column), the usage histogram, the failures and the summary. OSError
+        when `path` cannot be written (a directory, a missing folder)."""
+        from ._html import write_html
+
+        write_html(self, path)
+
     def to_json(self, **dumps_options) -> str:
         """The report as strict JSON (NaN and infinities as the strings "NaN", "Infinity", "-Infinity")."""
         return json.dumps(_encode(self._to_dict()), allow_nan=False, **dumps_options)
@@ -159,6 +187,7 @@ class Report:
             if data[tier] is not None:
                 data[tier] = list(data[tier])
         data["lse"] = None if self.lse is None else self.lse._to_dict()
+        data["heatmap"] = None if self.heatmap is None else self.heatmap._asdict()
         return data
 
     @classmethod
@@ -178,6 +207,10 @@ class Report:
             Failure(**{**f, "index": tuple(f["index"]), **{k: _decode(f[k]) for k in floats if k in f}})
             for f in data["failures"]
         ]
+        if data.get("heatmap") is not None:
+            grid = data["heatmap"]
+            cells = [[[_decode(x) for x in row] for row in head] for head in grid["cells"]]
+            data["heatmap"] = Heatmap(cells, list(grid["query_edges"]), list(grid["column_edges"]))
         for tier in ("certified", "statistical"):
             if data.get(tier) is not None:
                 passed, count, usage_max, usage_mean = data[tier]
@@ -194,6 +227,9 @@ class Report:
                 exact, band, certified_band, statistical_band = math.nan, math.nan, math.nan, math.nan
             failures.append(Failure(index_of(index), got, exact, band, ulps, reason, certified_band, statistical_band))
         verdicts = {t: Verdict(**native[t]) for t in ("certified", "statistical")}
+        grid = native.get("heatmap")
+        heatmap = None if grid is None else Heatmap(grid["cells"].tolist(), list(grid["query_edges"]),
+                                                    list(grid["column_edges"]))
         return cls(passed=native["passed"], failures=failures, failure_count=native["failure_count"],
                    max_band_usage=native["max_band_usage"], mean_band_usage=native["mean_band_usage"],
                    usage_histogram=list(native["usage_histogram"]), rows_checked=native["rows_checked"],
@@ -204,7 +240,7 @@ class Report:
                    structure=dict(structure or {}), notes=list(notes),
                    consistent_with=list(native["consistent_with"]) if native["diagnosed"] else None,
                    unbounded_elements=native["unbounded_elements"], ieee_elements=native.get("ieee_elements", 0),
-                   unmodelled_rows=native.get("unmodelled_rows", 0), **verdicts)
+                   unmodelled_rows=native.get("unmodelled_rows", 0), heatmap=heatmap, **verdicts)
 
 
 _PROFILE_TEXT = {

@@ -7,8 +7,10 @@
   FlashAttention's layouts.
 - ``--attncheck-tier certified|statistical``: the tier that decides, unless a call passes ``tier=``.
 - ``--attncheck-report DIR``: writes DIR/attncheck.json (every certification of the session: test,
-  shape, precision, tier, worst band usage, verdict) and DIR/index.html (the same as a table).
-  Checked writable when the session starts; an existing file of those names is replaced.
+  shape, precision, tier, worst band usage, verdict, its page), DIR/index.html (the same as a table)
+  and one page per certification, DIR/certification-N.html (Report.to_html: where the error sits),
+  linked from index.html. Checked writable when the session starts; an existing file of those names
+  is replaced.
 - The terminal summary lists every certification of the session.
 """
 
@@ -49,8 +51,8 @@ def _shape(x) -> str:
 class _Certifier:
     """The fixture's value: callable like check_attention, recording each report."""
 
-    def __init__(self, nodeid: str, records: list, tier):
-        self._nodeid, self._records, self._tier = nodeid, records, tier
+    def __init__(self, nodeid: str, records: list, tier, directory=None):
+        self._nodeid, self._records, self._tier, self._directory = nodeid, records, tier, directory
 
     def _run(self, function, out, query, *args, **kwargs):
         if self._tier is not None:
@@ -60,6 +62,10 @@ class _Certifier:
                               "query": _shape(query), "precision": report.precision, "tier": report.tier,
                               "max_band_usage": report.max_band_usage, "failures": report.failure_count,
                               "passed": bool(report.passed)})
+        if self._directory:  # written now, so the session holds no report
+            page = f"certification-{len(self._records)}.html"
+            report.to_html(os.path.join(self._directory, page))
+            self._records[-1]["html"] = page
         return report
 
     def __call__(self, out, query, key, value, **kwargs):
@@ -89,7 +95,8 @@ class _Certifier:
 def attncheck_certify(request):
     """Certify attention outputs and record each verdict in the session's attncheck summary."""
     config = request.config
-    return _Certifier(request.node.nodeid, config.stash[_RECORDS_KEY], config.getoption("--attncheck-tier"))
+    return _Certifier(request.node.nodeid, config.stash[_RECORDS_KEY], config.getoption("--attncheck-tier"),
+                      config.getoption("--attncheck-report"))
 
 
 def _usage(x: float) -> str:
@@ -118,11 +125,15 @@ def _write_report(directory: str, records: list) -> None:
         json.dump(records, file, indent=1)
         file.write("\n")
     columns = ("test", "function", "out", "query", "precision", "tier", "max_band_usage", "failures", "passed")
-    rows = "\n".join("<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in columns) + "</tr>"
+    def link(r):
+        page = html.escape(r["html"], quote=True)
+        return f"<td><a href=\"{page}\">{page}</a></td>"
+
+    rows = "\n".join("<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in columns) + link(r) + "</tr>"
                      for r in records)
     page = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>attncheck certifications</title>"
             "<style>td,th{padding:2px 8px;border-bottom:1px solid #ccc;font-family:monospace}</style></head><body>"
-            f"<h1>attncheck certifications</h1><table><tr>{''.join(f'<th>{c}</th>' for c in columns)}</tr>\n"
+            f"<h1>attncheck certifications</h1><table><tr>{''.join(f'<th>{c}</th>' for c in columns)}<th>page</th></tr>\n"
             f"{rows}\n</table></body></html>\n")
     with open(os.path.join(directory, "index.html"), "w", encoding="utf-8") as file:
         file.write(page)

@@ -63,6 +63,19 @@ def test_the_lse_in_base_2_and_a_wrong_one(files):
     assert result.stderr.count("\n") == 1
 
 
+def test_html_shows_the_failing_element(files):
+    out = np.load(files / "o.npy")
+    out[0, 1, 4, 5] *= np.float32(1 + 1e-3)
+    np.save(files / "o.npy", out)
+    result = run(*ARGS, "--html", "report.html", cwd=files)
+    assert result.returncode == 1
+    page = (files / "report.html").read_text()
+    assert page.count('<canvas class="heatmap"') == 2 and "(0, 1, 4, 5)" in page and "outside band" in page
+    (files / "report.html").write_text("old")  # an existing file is replaced, as --json's
+    assert run(*ARGS, "--html", "report.html", cwd=files).returncode == 1
+    assert "<canvas" in (files / "report.html").read_text()
+
+
 @pytest.mark.parametrize("args", [
     [],
     ["verify"],
@@ -87,6 +100,8 @@ def test_bad_input_exits_3_with_one_line(files):
         (["--out", "short.npy"], "out: shape [1, 2, 6, 7] should be [1, 2, 6, 8]"),
         (["--key-lengths", "3,4"], "key_lengths"),
         (["--json", "no/such/dir/r.json"], "no/such/dir/r.json"),
+        (["--html", "no/such/dir/r.html"], "no/such/dir/r.html"),
+        (["--html", "."], ".: is a directory"),
     ]:
         result = run(*ARGS, *args, cwd=files)
         assert result.returncode == 3, (args, result.stderr)

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = {"__init__.py", "__main__.py", "_backward.py", "_conformance.py", "_inputs.py", "_report.py", "_varlen.py",
+MODULES = {"__init__.py", "__main__.py", "_backward.py", "_conformance.py", "_html.py", "_inputs.py", "_report.py", "_varlen.py",
            "strategies.py", "pytest_plugin.py"}
 
 CERTIFY = """

@@ -1,7 +1,8 @@
 """check_attention reads inputs in place (their own dtype and strides) and certifies one (batch item,
 kv head) group at a time: its reports equal the whole problem's, certified on float64 copies (the
 binding's in_groups=False, the path before groups), for strided, fp16, fp64, bf16 inputs with masks,
-GQA, windows, key_lengths, ALiBi, sinks and LSE; the sampled rows are the same for a seed."""
+GQA, windows, key_lengths, ALiBi, sinks and LSE, usage heatmaps included; the sampled rows are the
+same for a seed."""
 
 import numpy as np
 import pytest
@@ -43,9 +44,18 @@ def both_paths(monkeypatch, *args, **kwargs):
     return seen
 
 
+def assert_same_heatmap(grouped, whole):
+    """The usage heatmaps equal exactly (repr rounds numpy's floats), the LSE's too."""
+    for name in ("cells", "query_edges", "column_edges"):
+        np.testing.assert_array_equal(grouped["heatmap"][name], whole["heatmap"][name])
+    if "lse" in whole:
+        assert_same_heatmap(grouped["lse"], whole["lse"])
+
+
 def assert_same(monkeypatch, *args, **kwargs):
     grouped, whole = both_paths(monkeypatch, *args, **kwargs)
     assert repr(grouped) == repr(whole)
+    assert_same_heatmap(grouped, whole)
     return grouped
 
 
@@ -109,6 +119,9 @@ def test_failures_diagnosis_and_rank3(monkeypatch):
     assert not d["passed"] and d["diagnosed"]
     indices = {f[0] for f in d["failures"]}
     assert (1, 2, 3, 4) in indices and (0, 3, 6, 0) in indices
+    cells = d["heatmap"]["cells"]  # [Hq, L, E]: a cell per element here, both failures above 1
+    assert cells.shape == (HQ, L, E) and cells[2, 3, 4] > 1 and np.isinf(cells[3, 6, 0])
+    assert (np.delete(cells.reshape(-1), [2 * L * E + 3 * E + 4, 3 * L * E + 6 * E]) < 1).all()
     q3, k3, v3, out3 = q[0], k[0], v[0], out[0]  # rank 3: [B, L, E] read as [B, 1, L, E]
     assert_same(monkeypatch, out3, q3, k3, v3)
 
@@ -132,6 +145,7 @@ def test_bf16_bits_in_the_binding():
     native = _attncheck.certify(out_bits, *bits, **common)
     whole = _attncheck.certify(bf16_bits_to_float(out_bits), qf, kf, vf, in_groups=False, **common)
     assert repr(native) == repr(whole)
+    assert_same_heatmap(native, whole)
 
 
 def test_representability_error_unchanged(monkeypatch):

@@ -1,7 +1,7 @@
 """attncheck's pytest plugin: the attncheck_certify fixture records every certification, the
 terminal summary lists them (test, shape, precision, tier, worst band usage, verdict),
---attncheck-tier decides the tier, --attncheck-report DIR writes attncheck.json and index.html, and
-a report directory that is a file is a usage error."""
+--attncheck-tier decides the tier, --attncheck-report DIR writes attncheck.json, index.html and one
+linked page per certification, and a report directory that is a file is a usage error."""
 
 import json
 
@@ -45,6 +45,12 @@ def test_the_fixture_records_and_the_summary_lists_every_certification(pytester)
     assert records[0]["max_band_usage"] < 1 < records[1]["max_band_usage"]
     page = (pytester.path / "reports" / "index.html").read_text()
     assert page.count("<tr>") == 3 and "test_kernel.py::test_wrong" in page
+    assert [r["html"] for r in records] == ["certification-1.html", "certification-2.html"]
+    for record in records:  # one page per certification, linked from the index
+        assert f'<a href="{record["html"]}">' in page
+        picture = (pytester.path / "reports" / record["html"]).read_text()
+        assert picture.count('<canvas class="heatmap"') == 2
+        assert ("outside band" in picture) == (not record["passed"])
 
 
 def test_the_default_tier_is_certified_and_a_file_as_report_directory_is_refused(pytester):

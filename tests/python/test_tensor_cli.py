@@ -71,6 +71,13 @@ def test_gqa_causal_passes_and_a_changed_element_fails_in_both(tmp_path):
     save(tmp_path, o=bad)
     result = run_and_compare(tmp_path, "--is-causal", "--enable-gqa")
     assert result.returncode == 1 and "index (1, 2, 5, 3)" in result.stderr
+    # The C++ JSON carries the heatmap: Python draws its page (the C++ command has no --html).
+    import attncheck
+
+    report = attncheck.Report.from_json((tmp_path / "c.json").read_text())
+    assert report.heatmap.array()[2].max() > 1
+    report.to_html(tmp_path / "c.html")
+    assert "(1, 2, 5, 3)" in (tmp_path / "c.html").read_text()
 
 
 @pytest.mark.parametrize("rank", [2, 3])

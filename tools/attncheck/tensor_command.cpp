@@ -176,6 +176,25 @@ nlohmann::ordered_json verdict_json(const verify::TierVerdict& v) {
   return {v.passed, v.failure_count, json_number(v.max_band_usage), json_number(v.mean_band_usage)};
 }
 
+// Report.heatmap as _to_dict writes it: cells [Hq][R][C], the cells' first query and column indices.
+nlohmann::ordered_json heatmap_json(const verify::UsageHeatmap& grid) {
+  if (grid.cells.empty()) return nullptr;
+  nlohmann::ordered_json cells = nlohmann::ordered_json::array();
+  for (std::size_t h = 0; h < grid.heads; ++h) {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (std::size_t r = 0; r < grid.cell_rows; ++r) {
+      nlohmann::ordered_json row = nlohmann::ordered_json::array();
+      for (std::size_t c = 0; c < grid.cell_columns; ++c) row.push_back(json_number(grid.at(h, r, c)));
+      rows.push_back(std::move(row));
+    }
+    cells.push_back(std::move(rows));
+  }
+  std::vector<std::size_t> query_edges, column_edges;
+  for (std::size_t k = 0; k <= grid.cell_rows; ++k) query_edges.push_back(grid.first_query(k));
+  for (std::size_t k = 0; k <= grid.cell_columns; ++k) column_edges.push_back(grid.first_column(k));
+  return {{"cells", cells}, {"query_edges", query_edges}, {"column_edges", column_edges}};
+}
+
 // Report._to_dict, field for field.
 nlohmann::ordered_json report_json(const TensorReport& report, const ReportContext& context, bool passed,
                                    const nlohmann::ordered_json& lse) {
@@ -219,6 +238,7 @@ nlohmann::ordered_json report_json(const TensorReport& report, const ReportConte
   j["ieee_elements"] = report.ieee_elements;
   j["unmodelled_rows"] = report.unmodelled_rows;
   j["lse"] = lse;
+  j["heatmap"] = heatmap_json(report.heatmap);
   return j;
 }
 

@@ -82,6 +82,11 @@ struct BorrowedTerms {
 };
 
 
+// The empty heatmaps of an output ([B, Hq, L, Ev]: per head over queries and columns) and of an LSE
+// ([B, Hq, L]: one column).
+UsageHeatmap output_heatmap(const TensorProblem& p) { return {p.q_heads, p.L, p.Ev}; }
+UsageHeatmap lse_heatmap(const TensorProblem& p) { return {p.q_heads, p.L, 1}; }
+
 TensorFailure failure_at(const TensorProblem& p, std::size_t row, std::size_t c, double got, const char* reason) {
   const RowIndex r = row_index(p, row);
   return {{r.b, r.h, r.i, c}, got, {0, 0}, 0, 0, 0, std::fabs(got) / ulp_of(p.dtype, 0), kInf, reason};
@@ -139,6 +144,7 @@ void certify_row(const TensorProblem& p, std::span<const double> output, std::si
   outcome.certified = true;
   const std::vector<double> plain = plain_row(p, row, options.arithmetic.compute);
   const RowIndex r = row_index(p, row);
+  outcome.head = r.h, outcome.query = r.i;
   const bool by_certified = options.tier == Tier::certified;
   const std::vector<double>& deciding = by_certified ? band.certified : band.statistical;
   const std::vector<double>& other = by_certified ? band.statistical : band.certified;
@@ -154,6 +160,7 @@ void certify_row(const TensorProblem& p, std::span<const double> output, std::si
     if (!std::isfinite(band.certified[c])) ++outcome.unbounded;
     outcome.usages.push_back(usage);
     outcome.other_usages.push_back(other_usage);
+    outcome.usage_columns.push_back(static_cast<std::uint32_t>(c));
     const double half_ulp = ulp_of(p.dtype, exact.head) / 2;
     outcome.plain_ratios.push_back(d.to_mid / std::max(distance_to(exact, plain[c]).to_mid, half_ulp));
     if (other_usage > 1) ++outcome.other_failures;
@@ -391,7 +398,7 @@ TensorReport certify_ieee(const TensorProblem& problem, std::span<const double> 
     if (e.row == detail::IeeeRow::normal && certify[row] && !empty)
       certify_row(finite, output, row, bands, options, lambda, outcomes[row], nullptr, &e.columns);
   });
-  return report_of(outcomes, certify, options, lambda);
+  return report_of(outcomes, certify, options, lambda, output_heatmap(problem));
 }
 
 }  // namespace
@@ -436,7 +443,7 @@ TensorReport certify_tensor(const TensorProblem& p, std::span<const double> outp
   for (std::size_t row : sample_rows(p, options.rows, options.seed)) certify[row] = 1;
   std::vector<RowOutcome> outcomes(total);
   certify_rows(p, output, certify, bands, options, lambda, outcomes);
-  return report_of(outcomes, certify, options, lambda);
+  return report_of(outcomes, certify, options, lambda, output_heatmap(p));
 }
 
 namespace detail {
@@ -448,6 +455,8 @@ void judge(RowOutcome& outcome, const std::array<std::size_t, 4>& index, double 
   const double usage = usage_of(deciding), other_usage = usage_of(other);
   outcome.usages.push_back(usage);
   outcome.other_usages.push_back(other_usage);
+  outcome.usage_columns.push_back(static_cast<std::uint32_t>(index[3]));
+  outcome.head = index[1], outcome.query = index[2];
   if (other_usage > 1) ++outcome.other_failures;
   if (usage > 1) {
     const Interval bounds{next_down(exact.head + exact.tail - exact.radius),
@@ -459,7 +468,7 @@ void judge(RowOutcome& outcome, const std::array<std::size_t, 4>& index, double 
 
 // The report from every row's outcome (`certify`: the rows certified against the oracle).
 TensorReport report_of(std::vector<RowOutcome>& outcomes, const std::vector<char>& certify,
-                       const CertifyOptions& options, double lambda) {
+                       const CertifyOptions& options, double lambda, UsageHeatmap heatmap) {
   const std::size_t total = outcomes.size();
   TensorReport report;
   report.tier = options.tier;
@@ -482,6 +491,9 @@ TensorReport report_of(std::vector<RowOutcome>& outcomes, const std::vector<char
     for (const TensorFailure& f : o.failures) other_failures += f.reason != "outside band" ? 1 : 0;
     other_failures += o.other_failures;
     for (double u : o.other_usages) other_sum += u, other_max = std::max(other_max, u);
+    for (std::size_t k = 0; k < o.usages.size(); ++k) heatmap.add(o.head, o.query, o.usage_columns[k], o.usages[k]);
+    for (const TensorFailure& f : o.failures)  // a failure decided without a band shows as +inf
+      heatmap.add(f.index[1], f.index[2], f.index[3], f.reason == "outside band" ? f.usage : kInf);
     for (TensorFailure& f : o.failures) report.failures.push_back(std::move(f));
     for (double u : o.usages) {
       usage_sum += u;
@@ -504,6 +516,7 @@ TensorReport report_of(std::vector<RowOutcome>& outcomes, const std::vector<char
   std::sort(report.failures.begin(), report.failures.end(), worse);
   if (report.failures.size() > options.max_failures) report.failures.resize(options.max_failures);
   report.passed = report.failure_count == 0;
+  report.heatmap = std::move(heatmap);
   TierVerdict deciding{report.passed, report.failure_count, report.max_band_usage, report.mean_band_usage};
   TierVerdict other{other_failures == 0, other_failures, other_max,
                     report.elements_certified ? other_sum / static_cast<double>(report.elements_certified) : 0.0};
@@ -635,7 +648,8 @@ TensorReport certify_lse(const TensorProblem& p, std::span<const double> lse, co
   parallel_for(total, options.threads, [&](std::size_t row) {
     certify_lse_row(p, lse, row, certify[row] != 0, options, format, outcomes[row]);
   });
-  TensorReport report = report_of(outcomes, certify, options, statistical_lambda(options.alpha, total));
+  TensorReport report = report_of(outcomes, certify, options, statistical_lambda(options.alpha, total),
+                                  lse_heatmap(p));
   report.plain = false;
   return report;
 }
@@ -659,9 +673,9 @@ std::pair<TensorReport, TensorReport> certify_tensor_and_lse(const TensorProblem
   for (std::size_t row : sample_rows(p, options.rows, options.seed)) certify[row] = 1;
   std::vector<RowOutcome> outcomes(total), lse_outcomes(total);
   certify_rows(p, output, certify, bands, options, lambda, outcomes, lse, &format, &lse_outcomes);
-  std::pair<TensorReport, TensorReport> reports{report_of(outcomes, certify, options, lambda),
+  std::pair<TensorReport, TensorReport> reports{report_of(outcomes, certify, options, lambda, output_heatmap(p)),
                                                 report_of(lse_outcomes, certify, options,
-                                                          statistical_lambda(options.alpha, total))};
+                                                          statistical_lambda(options.alpha, total), lse_heatmap(p))};
   reports.second.plain = false;
   if (!reports.first.passed && options.diagnose) diagnose(p, output, options, reports.first);
   return reports;
@@ -734,8 +748,9 @@ std::pair<TensorReport, std::optional<TensorReport>> certify_in_groups(const Ten
                    lse ? &lse_outcomes : nullptr);
       for (std::size_t r = 0; r < group_rows; ++r) {
         if (!flags[r] && outcomes[r].failures.empty() && (!lse || lse_outcomes[r].failures.empty())) continue;
-        const auto in_whole = [&](RowOutcome& o) {  // the failures' indices in the whole problem
+        const auto in_whole = [&](RowOutcome& o) {  // the failures' indices and the head in the whole problem
           for (TensorFailure& f : o.failures) f.index[0] = b, f.index[1] += kv * G;
+          o.head += kv * G;
         };
         in_whole(outcomes[r]);
         if (lse) in_whole(lse_outcomes[r]);
@@ -745,11 +760,12 @@ std::pair<TensorReport, std::optional<TensorReport>> certify_in_groups(const Ten
       }
     }
   }
-  std::pair<TensorReport, std::optional<TensorReport>> reports{report_of(kept, kept_certify, options, lambda),
-                                                               std::nullopt};
+  std::pair<TensorReport, std::optional<TensorReport>> reports{
+      report_of(kept, kept_certify, options, lambda, output_heatmap(whole)), std::nullopt};
   reports.first.rows_total = total;
   if (lse) {
-    reports.second = report_of(kept_lse, kept_certify, options, statistical_lambda(options.alpha, total));
+    reports.second = report_of(kept_lse, kept_certify, options, statistical_lambda(options.alpha, total),
+                               lse_heatmap(whole));
     reports.second->rows_total = total;
     reports.second->plain = false;
   }

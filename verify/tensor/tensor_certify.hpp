@@ -16,6 +16,7 @@
 #include "numeric/interval.hpp"
 #include "tensor/tensor.hpp"
 #include "tensor/tensor_band.hpp"
+#include "tensor/tensor_heatmap.hpp"
 #include "tensor/tensor_oracle.hpp"
 
 namespace attn::verify {
@@ -72,6 +73,9 @@ struct TensorReport {
   double max_plain_ratio = 0;                ///< |got - exact| / max(|plain - exact|, half an ulp): non-deciding
   double mean_plain_ratio = 0;
   bool plain = true;                         ///< whether the plain ratios were computed (not for an LSE)
+  /// Where the usage sits: per query head, max-pooled over batch items, over (query, output column);
+  /// an LSE's over (query, one column). Empty (no heads) for the gradients' reports.
+  UsageHeatmap heatmap;
   /// A short human summary: verdict, worst element, usage, coverage.
   [[nodiscard]] std::string summary() const;
 };

@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -22,6 +23,8 @@ struct RowOutcome {
   std::vector<TensorFailure> failures;       // the deciding tier's
   std::size_t other_failures = 0;            // the other tier's count
   std::vector<double> usages, other_usages, plain_ratios;
+  std::vector<std::uint32_t> usage_columns;  // the output column of each usage (for the heatmap)
+  std::size_t head = 0, query = 0;           // the row's query head and query (for the heatmap)
   bool capped = false;
   bool fast = false;
   std::size_t unbounded = 0;
@@ -61,13 +64,15 @@ template <typename Work> void parallel_for(std::size_t count, unsigned threads, 
 
 /// Judges one certified element whose exact value `exact` encloses: its usage |got - exact| / δ (the
 /// distance's lower bound) in the deciding tier and the other, and a failure "outside band" (ulps of
-/// `dtype` at the exact value) when the deciding usage is above 1. `got` is finite.
+/// `dtype` at the exact value) when the deciding usage is above 1. `got` is finite. The usage's
+/// column for the heatmap is index[3], the row's head and query index[1] and index[2].
 void judge(RowOutcome& outcome, const std::array<std::size_t, 4>& index, double got, const FineEnclosure& exact,
            double deciding, double other, double certified, double statistical, DType dtype);
 
 /// The report from every row's outcome (`certify`: the rows certified against the oracle); the
-/// failures sorted worst first and cut to options.max_failures.
+/// failures sorted worst first and cut to options.max_failures. `heatmap` (empty, of the report's
+/// shape; without heads: none) is filled from the usages and every failure, kept or not.
 [[nodiscard]] TensorReport report_of(std::vector<RowOutcome>& outcomes, const std::vector<char>& certify,
-                                     const CertifyOptions& options, double lambda);
+                                     const CertifyOptions& options, double lambda, UsageHeatmap heatmap = {});
 
 }  // namespace attn::verify::detail
