@@ -106,6 +106,35 @@ template <class T, class V, class I> ATTN_INLINE V vector_exp(const V& x) {
   return x < lowest ? V{} : e;
 }
 
+// ---- Horizontal max and sum of a vector by halving (log2 W steps instead of a chain of W): the
+// sum's order is one of the "any order" the error bounds allow (flash_error_bound, Step 4).
+template <class T, int W> ATTN_INLINE T reduce_max(typename Simd<T, W>::V v) {
+  if constexpr (W * sizeof(T) > 16) {
+    using H = typename Simd<T, W / 2>::V;
+    H lo, hi;
+    std::memcpy(&lo, &v, sizeof lo);
+    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+    return reduce_max<T, W / 2>(lo > hi ? lo : hi);
+  } else {
+    T m = v[0];
+    for (int l = 1; l < W; ++l) m = v[l] > m ? v[l] : m;
+    return m;
+  }
+}
+template <class T, int W> ATTN_INLINE T reduce_sum(typename Simd<T, W>::V v) {
+  if constexpr (W * sizeof(T) > 16) {
+    using H = typename Simd<T, W / 2>::V;
+    H lo, hi;
+    std::memcpy(&lo, &v, sizeof lo);
+    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+    return reduce_sum<T, W / 2>(lo + hi);
+  } else {
+    T sum = v[0];
+    for (int l = 1; l < W; ++l) sum += v[l];
+    return sum;
+  }
+}
+
 // ---- One call, as the workers see it.
 struct Strides {
   std::size_t batch = 0, head = 0, row = 0;
@@ -193,6 +222,7 @@ template <class T> ATTN_INLINE std::size_t key_begin(const Job<T>& job, const Ex
 // registers (SSE, AVX2) 4 rows make 8 accumulators, leaving room for the loads and the broadcast;
 // AVX-512's 32 registers hold 8 rows (16 accumulators), which halves the key loads per FMA.
 constexpr std::size_t kMaxRows = 8;
+constexpr std::size_t kMaxLanes = 16;  // lanes of the widest vector: 16 floats (AVX-512)
 constexpr std::size_t kVectors = 2;
 
 inline std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
@@ -203,7 +233,8 @@ template <class T> class Scratch {
   explicit Scratch(const Job<T>& job) {
     const std::size_t rows = round_up(job.query_tile, kMaxRows), dv = job.head_dim_v_padded;
     const std::size_t sizes[] = {
-        job.shape.head_dim_k * job.key_tile, job.key_tile * dv, kMaxRows * job.key_tile, rows * dv, rows, rows};
+        job.shape.head_dim_k * job.key_tile, job.key_tile * dv, kMaxRows * job.key_tile, rows * dv, rows,
+        rows * kMaxLanes};
     std::size_t total = 0;
     for (std::size_t s : sizes) total += round_up(s, 64 / sizeof(T));
     data_ = static_cast<T*>(::operator new (total * sizeof(T), std::align_val_t{64}));
@@ -220,7 +251,7 @@ template <class T> class Scratch {
   T* scores = nullptr;   // kMaxRows x key_tile: scores, then unnormalised weights
   T* acc = nullptr;      // query rows x head_dim_v_padded: Σ weight·V, rescaled online
   T* row_max = nullptr;  // running max of raw dot products
-  T* row_sum = nullptr;  // running Σ weight
+  T* row_sum = nullptr;  // running Σ weight, kMaxLanes lane sums per row (the first W used)
 
  private:
   T* data_ = nullptr;
@@ -241,6 +272,8 @@ template <class T, int W> struct Core {
     for (std::size_t jj = 0; jj < cols; ++jj) {
       const T* row = k + jj * job.k.row;
       for (std::size_t c = 0; c < dk; ++c) s.keys_t[c * job.key_tile + jj] = row[c];
+      // Copied even when V's rows need no padding: read in place (unaligned, from the caller's
+      // buffer) they cost the kernel a fifth of its speed (bench_attention, fp32 n = 2048, hd 64).
       std::memcpy(s.values + jj * dvp, v + jj * job.v.row, dv * sizeof(T));
       std::fill(s.values + jj * dvp + dv, s.values + (jj + 1) * dvp, T(0));
     }
@@ -380,7 +413,7 @@ template <class T, int W> struct Core {
   // -slope·|centre - jj| is formed in T (|d| converted, one product) and added after the mask's.
   ATTN_INLINE static T online_step(const Job<T>& job, T* scores, std::size_t cols, std::size_t first,
                                    std::size_t limit, const std::uint8_t* bits, const T* bias, T slope,
-                                   std::int64_t centre, T& row_max, T& row_sum) {
+                                   std::int64_t centre, T& row_max, T* row_sum) {
     constexpr T minus_inf = -std::numeric_limits<T>::infinity();
     first = std::min(first, limit);
     if (job.scaled_scores) {
@@ -412,8 +445,7 @@ template <class T, int W> struct Core {
       const V x = load<V>(scores + jj);
       top = x > top ? x : top;
     }
-    T tile_max = minus_inf;
-    for (int l = 0; l < W; ++l) tile_max = std::max(tile_max, top[l]);
+    const T tile_max = reduce_max<T, W>(top);
     if (tile_max == minus_inf) {
       std::fill(scores, scores + cols, T(0));
       return T(1);
@@ -426,16 +458,16 @@ template <class T, int W> struct Core {
                                        : vector_exp<T, typename Narrow::V, typename Narrow::I>(
                                              splat<typename Narrow::V>((row_max - new_max) * job.exp_scale))[0];
     const V shift = splat<V>(new_max), scale = splat<V>(job.exp_scale);
-    V sum{};
+    // The row sum is kept as W lane sums, each rescaled by α with the row, and added up once at
+    // the end (run_item): no horizontal sum per tile.
+    V sum = load<V>(row_sum) * alpha;
     for (std::size_t jj = 0; jj < cols; jj += W) {
       const V p = vector_exp<T, V, I>((load<V>(scores + jj) - shift) * scale);
       store(scores + jj, p);
       sum += p;
     }
-    T tile_sum = 0;
-    for (int l = 0; l < W; ++l) tile_sum += sum[l];
+    store(row_sum, sum);
     row_max = new_max;
-    row_sum = row_sum * alpha + tile_sum;
     return alpha;
   }
 
@@ -488,7 +520,9 @@ template <class T, int W> struct Core {
     // A sink is the row's first key: score z, weight e^0 = 1 at the running max z, value 0.
     std::fill(s.acc, s.acc + rows_padded * dvp, T(0));
     std::fill(s.row_max, s.row_max + rows_padded, job.sinks != nullptr ? job.sinks[h] : -std::numeric_limits<T>::infinity());
-    std::fill(s.row_sum, s.row_sum + rows_padded, job.sinks != nullptr ? T(1) : T(0));
+    std::fill(s.row_sum, s.row_sum + rows_padded * kMaxLanes, T(0));
+    if (job.sinks != nullptr)
+      for (std::size_t r = 0; r < rows_padded; ++r) s.row_sum[r * kMaxLanes] = T(1);
 
     // Key tiles on the grid from key 0; those wholly before the window's left end are skipped.
     for (std::size_t j0 = block_begin / job.key_tile * job.key_tile; j0 < block_end; j0 += job.key_tile) {
@@ -522,7 +556,7 @@ template <class T, int W> struct Core {
           const std::int64_t centre = static_cast<std::int64_t>(i + e.m) - static_cast<std::int64_t>(e.n + j0);
           alpha[r] = online_step(job, s.scores + r * job.key_tile, score_cols, first[r], limit[r],
                                  bits ? bits + j0 : nullptr, bias ? bias + j0 : nullptr, slope, centre,
-                                 s.row_max[r0 + r], s.row_sum[r0 + r]);
+                                 s.row_max[r0 + r], s.row_sum + (r0 + r) * kMaxLanes);
         }
         accumulate(job, alpha, group_first, group_cols, s.acc + r0 * dvp, s);
       }
@@ -530,9 +564,17 @@ template <class T, int W> struct Core {
     // out = acc / sum. A row that saw no key has sum 0 and is written as exactly +0.0.
     T* o = job.out + b * job.o.batch + h * job.o.head + (q_first + i0) * job.o.row;
     for (std::size_t r = 0; r < rows; ++r) {
-      const T total = s.row_sum[r];  // >= 1 when a key (or the sink) took part: the max's own exp is 1
-      for (std::size_t c = 0; c < sh.head_dim_v; ++c)
-        o[r * job.o.row + c] = total > 0 ? s.acc[r * dvp + c] / total : T(0);
+      // >= 1 when a key (or the sink) took part: the max's own exp is 1
+      const T total = reduce_sum<T, W>(load<V>(s.row_sum + r * kMaxLanes));
+      T* to = o + r * job.o.row;
+      const T* from = s.acc + r * dvp;
+      if (!(total > 0)) {
+        std::fill(to, to + sh.head_dim_v, T(0));
+        continue;
+      }
+      std::size_t c = 0;
+      for (; c + W <= sh.head_dim_v; c += W) store(to + c, load<V>(from + c) / total);  // each lane as c's division
+      for (; c < sh.head_dim_v; ++c) to[c] = from[c] / total;
     }
   }
 
