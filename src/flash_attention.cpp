@@ -133,7 +133,7 @@ template <class T> KernelStatus check(const FlashShape& sh, std::size_t q, std::
   } else if (!(std::isfinite(opt.scale_divisor) && opt.scale_divisor > 0)) {
     return KernelStatus::bad_scale_divisor;
   }
-  if (opt.query_tile == 0 || opt.key_tile == 0) return KernelStatus::bad_tile;
+  if (opt.query_tile == 0 || (opt.key_tile && *opt.key_tile == 0)) return KernelStatus::bad_tile;
   if (!simd_level_supported(opt.simd)) return KernelStatus::simd_unsupported;
   return KernelStatus::ok;
 }
@@ -179,7 +179,7 @@ template <class T> KernelStatus run(const FlashShape& sh, std::span<const T> Q, 
   }
   // Tiles never exceed the problem, so a huge tile option cannot size a huge scratch buffer.
   job.query_tile = std::min(opt.query_tile, std::max<std::size_t>(sh.n, 1));
-  job.key_tile = flash_detail::round_up(std::min(opt.key_tile, std::max<std::size_t>(sh.m, 1)), tile);
+  job.key_tile = flash_detail::round_up(std::min(flash_key_tile(sh, opt, sizeof(T)), std::max<std::size_t>(sh.m, 1)), tile);
   job.head_dim_v_padded = flash_detail::round_up(sh.head_dim_v, tile);
   const std::size_t items = job.items();
   if (items == 0) return KernelStatus::ok;
@@ -232,6 +232,15 @@ KernelStatus flash_attention(const FlashShape& shape, std::span<const double> Q,
                              std::span<const double> V, std::span<double> out, const FlashOptions& options,
                              std::span<const double> additive_mask) {
   return run<double>(shape, Q, K, V, out, options, additive_mask);
+}
+
+std::size_t flash_key_tile(const FlashShape& shape, const FlashOptions& options, std::size_t element_size) {
+  if (options.key_tile) return *options.key_tile;
+  constexpr std::size_t kBudget = 64 * 1024;
+  const std::size_t row = (shape.head_dim_k + shape.head_dim_v) * element_size;
+  std::size_t tile = 128;
+  while (tile > 32 && tile * row > kBudget) tile /= 2;
+  return tile;
 }
 
 SimdLevel best_simd_level() {

@@ -167,7 +167,7 @@ template <class T> double tolerance(const Case& c, std::span<const double> row_w
   }
   if (t.keys == 0) return 0;  // fully masked: exactly zero
   t.score_range = (top - bottom) / t.scale_divisor;
-  t.key_tiles = last / c.options.key_tile + 1;  // the kernel's tiles are at least this wide
+  t.key_tiles = last / flash_key_tile(s, c.options, sizeof(T)) + 1;  // the kernel's tiles are at least this wide
   return flash_error_bound<T>(t) + (with_reference ? flash_error_bound<double>(t) : 0.0);
 }
 
