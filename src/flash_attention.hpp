@@ -71,7 +71,7 @@ struct FlashOptions {
   double scale_divisor = 1.0;                ///< scores are Q·Kᵀ / scale_divisor (> 0) unless `scale` is set
   std::optional<double> scale;               ///< PyTorch's multiplier: scores are (Q·Kᵀ)·scale (finite, any sign),
                                              ///< converted once to the kernel's precision
-  std::size_t query_tile = 256;              ///< queries per work item
+  std::size_t query_tile = 512;              ///< queries per work item
   /// Keys per online step, rounded up to the SIMD tile. Unset: flash_key_tile's choice, 128 keys or
   /// fewer so that a tile of K and V stays within 64 KiB.
   std::optional<std::size_t> key_tile;
