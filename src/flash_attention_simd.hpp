@@ -368,14 +368,24 @@ template <class T, int W> struct Core {
     const V r = quotient(T(1) - t, T(1) + t);
     return __builtin_bit_cast(V, __builtin_bit_cast(I, r) ^ sign) * c;
   }
-  ATTN_INLINE static void softcap_scores(const Job<T>& job, T* scores, std::size_t from, std::size_t to) {
+  // Returns the max of the capped scores it wrote (the tile's max when they are all of it).
+  ATTN_INLINE static V softcap_scores(const Job<T>& job, T* scores, std::size_t from, std::size_t to) {
     const T c = job.softcap, scale = job.score_scale, k = job.softcap_factor;
+    V top = splat<V>(-std::numeric_limits<T>::infinity());
     if (k != 0) {
-      for (std::size_t jj = from; jj < to; jj += W) store(scores + jj, capped(load<V>(scores + jj) * (2 * k), c));
+      for (std::size_t jj = from; jj < to; jj += W) {
+        const V x = capped(load<V>(scores + jj) * (2 * k), c);
+        store(scores + jj, x);
+        top = x > top ? x : top;
+      }
     } else {
-      for (std::size_t jj = from; jj < to; jj += W)
-        store(scores + jj, capped(load<V>(scores + jj) * scale / c * T(2), c));
+      for (std::size_t jj = from; jj < to; jj += W) {
+        const V x = capped(load<V>(scores + jj) * scale / c * T(2), c);
+        store(scores + jj, x);
+        top = x > top ? x : top;
+      }
     }
+    return top;
   }
 
   // ALiBi: scores[jj] = scores[jj]·pre - slope·|centre - jj| for from <= jj < to (whole vectors;
@@ -416,6 +426,8 @@ template <class T, int W> struct Core {
                                    std::int64_t centre, T& row_max, T* row_sum) {
     constexpr T minus_inf = -std::numeric_limits<T>::infinity();
     first = std::min(first, limit);
+    V top = splat<V>(minus_inf);
+    bool have_top = false;  // the max came with the scores' pass (softcap over a whole tile)
     if (job.scaled_scores) {
       // Before the bits and the -inf of excluded columns: a 0 scale must not meet an excluded
       // key's -inf, nor softcap turn it into -c. Softcap runs on whole vectors (cols is a multiple
@@ -424,7 +436,8 @@ template <class T, int W> struct Core {
       const std::size_t from = first / W * W, to = round_up(limit, W);
       T pre = 1;  // the scale still to apply (fused into ALiBi's pass when nothing else comes first)
       if (job.softcap > 0) {
-        softcap_scores(job, scores, from, to);
+        top = softcap_scores(job, scores, from, to);
+        have_top = bias == nullptr && job.alibi == nullptr && bits == nullptr && first == 0 && limit == cols;
         if (bias != nullptr)
           for (std::size_t jj = first; jj < limit; ++jj) scores[jj] += bias[jj];
       } else if (bias != nullptr) {
@@ -440,10 +453,12 @@ template <class T, int W> struct Core {
     std::fill(scores + limit, scores + cols, minus_inf);
     if (bits != nullptr)
       for (std::size_t jj = first; jj < limit; ++jj) scores[jj] = bits[jj] != 0 ? scores[jj] : minus_inf;
-    V top = splat<V>(minus_inf);
-    for (std::size_t jj = 0; jj < cols; jj += W) {
-      const V x = load<V>(scores + jj);
-      top = x > top ? x : top;
+    if (!have_top) {
+      top = splat<V>(minus_inf);
+      for (std::size_t jj = 0; jj < cols; jj += W) {
+        const V x = load<V>(scores + jj);
+        top = x > top ? x : top;
+      }
     }
     const T tile_max = reduce_max<T, W>(top);
     if (tile_max == minus_inf) {
@@ -461,10 +476,18 @@ template <class T, int W> struct Core {
     // The row sum is kept as W lane sums, each rescaled by α with the row, and added up once at
     // the end (run_item): no horizontal sum per tile.
     V sum = load<V>(row_sum) * alpha;
-    for (std::size_t jj = 0; jj < cols; jj += W) {
-      const V p = vector_exp<T, V, I>((load<V>(scores + jj) - shift) * scale);
-      store(scores + jj, p);
-      sum += p;
+    if (job.scaled_scores) {  // exp_scale is 1: the product would be exact, so it is left out
+      for (std::size_t jj = 0; jj < cols; jj += W) {
+        const V p = vector_exp<T, V, I>(load<V>(scores + jj) - shift);
+        store(scores + jj, p);
+        sum += p;
+      }
+    } else {
+      for (std::size_t jj = 0; jj < cols; jj += W) {
+        const V p = vector_exp<T, V, I>((load<V>(scores + jj) - shift) * scale);
+        store(scores + jj, p);
+        sum += p;
+      }
     }
     store(row_sum, sum);
     row_max = new_max;
