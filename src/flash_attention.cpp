@@ -133,7 +133,7 @@ template <class T> KernelStatus check(const FlashShape& sh, std::size_t q, std::
   } else if (!(std::isfinite(opt.scale_divisor) && opt.scale_divisor > 0)) {
     return KernelStatus::bad_scale_divisor;
   }
-  if (opt.query_tile == 0 || (opt.key_tile && *opt.key_tile == 0)) return KernelStatus::bad_tile;
+  if ((opt.query_tile && *opt.query_tile == 0) || (opt.key_tile && *opt.key_tile == 0)) return KernelStatus::bad_tile;
   if (!simd_level_supported(opt.simd)) return KernelStatus::simd_unsupported;
   return KernelStatus::ok;
 }
@@ -178,7 +178,7 @@ template <class T> KernelStatus run(const FlashShape& sh, std::span<const T> Q, 
     job.softcap_factor = std::isnormal(factor) && std::isfinite(2 * factor) ? factor : T(0);  // 2k is used
   }
   // Tiles never exceed the problem, so a huge tile option cannot size a huge scratch buffer.
-  job.query_tile = std::min(opt.query_tile, std::max<std::size_t>(sh.n, 1));
+  job.query_tile = std::min(flash_query_tile(opt), std::max<std::size_t>(sh.n, 1));
   job.key_tile = flash_detail::round_up(std::min(flash_key_tile(sh, opt, sizeof(T)), std::max<std::size_t>(sh.m, 1)), tile);
   job.head_dim_v_padded = flash_detail::round_up(sh.head_dim_v, tile);
   const std::size_t items = job.items();
@@ -241,6 +241,14 @@ std::size_t flash_key_tile(const FlashShape& shape, const FlashOptions& options,
   std::size_t tile = 128;
   while (tile > 32 && tile * row > kBudget) tile /= 2;
   return tile;
+}
+
+std::size_t flash_query_tile(const FlashOptions& options) {
+  if (options.query_tile) return *options.query_tile;
+  constexpr std::size_t kRows = 512;
+  if (options.window_left < 0) return kRows;
+  const auto w = static_cast<std::size_t>(options.window_left);
+  return std::min(kRows, flash_detail::round_up(std::max<std::size_t>(w, 64), 64));
 }
 
 SimdLevel best_simd_level() {

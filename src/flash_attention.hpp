@@ -71,7 +71,8 @@ struct FlashOptions {
   double scale_divisor = 1.0;                ///< scores are Q·Kᵀ / scale_divisor (> 0) unless `scale` is set
   std::optional<double> scale;               ///< PyTorch's multiplier: scores are (Q·Kᵀ)·scale (finite, any sign),
                                              ///< converted once to the kernel's precision
-  std::size_t query_tile = 512;              ///< queries per work item
+  /// Queries per work item. Unset: flash_query_tile's choice, 512 rows, or fewer under a sliding window.
+  std::optional<std::size_t> query_tile;
   /// Keys per online step, rounded up to the SIMD tile. Unset: flash_key_tile's choice, 128 keys or
   /// fewer so that a tile of K and V stays within 64 KiB.
   std::optional<std::size_t> key_tile;
@@ -101,6 +102,12 @@ struct FlashOptions {
 /// keys ran at 64% of the FMA peak against 57% with 128; at hd 64, 128 keys beat 64.
 [[nodiscard]] std::size_t flash_key_tile(const FlashShape& shape, const FlashOptions& options,
                                          std::size_t element_size);
+
+/// The query tile a call uses: options.query_tile, or when unset 512 rows (a packed key tile serves
+/// that many; 256 measured slower), or under a left window w >= 0 max(64, w) rows rounded up to 64
+/// when that is fewer: a tile's rows see w + rows keys, so its work stays within about twice the
+/// window's own.
+[[nodiscard]] std::size_t flash_query_tile(const FlashOptions& options);
 
 [[nodiscard]] SimdLevel best_simd_level();
 

@@ -108,31 +108,25 @@ template <class T, class V, class I> ATTN_INLINE V vector_exp(const V& x) {
 
 // ---- Horizontal max and sum of a vector by halving (log2 W steps instead of a chain of W): the
 // sum's order is one of the "any order" the error bounds allow (flash_error_bound, Step 4).
-template <class T, int W> ATTN_INLINE T reduce_max(typename Simd<T, W>::V v) {
+// `op` combines two vectors (or two scalars) lane by lane.
+template <class T, int W, class Op> ATTN_INLINE T reduce(typename Simd<T, W>::V v, const Op& op) {
   if constexpr (W * sizeof(T) > 16) {
     using H = typename Simd<T, W / 2>::V;
     H lo, hi;
     std::memcpy(&lo, &v, sizeof lo);
     std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
-    return reduce_max<T, W / 2>(lo > hi ? lo : hi);
+    return reduce<T, W / 2>(op(lo, hi), op);
   } else {
-    T m = v[0];
-    for (int l = 1; l < W; ++l) m = v[l] > m ? v[l] : m;
-    return m;
+    T x = v[0];
+    for (int l = 1; l < W; ++l) x = op(x, v[l]);
+    return x;
   }
 }
+template <class T, int W> ATTN_INLINE T reduce_max(typename Simd<T, W>::V v) {
+  return reduce<T, W>(v, [](const auto& a, const auto& b) { return b > a ? b : a; });
+}
 template <class T, int W> ATTN_INLINE T reduce_sum(typename Simd<T, W>::V v) {
-  if constexpr (W * sizeof(T) > 16) {
-    using H = typename Simd<T, W / 2>::V;
-    H lo, hi;
-    std::memcpy(&lo, &v, sizeof lo);
-    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
-    return reduce_sum<T, W / 2>(lo + hi);
-  } else {
-    T sum = v[0];
-    for (int l = 1; l < W; ++l) sum += v[l];
-    return sum;
-  }
+  return reduce<T, W>(v, [](const auto& a, const auto& b) { return a + b; });
 }
 
 // ---- One call, as the workers see it.

@@ -12,6 +12,7 @@
 #include "tensor/tensor_certify.hpp"
 #include "tensor/tensor_heatmap.hpp"
 #include "tensor/tensor_oracle.hpp"
+#include "certify_test_support.hpp"
 
 namespace attn::verify {
 namespace {
@@ -31,25 +32,9 @@ TensorProblem problem(std::size_t L, Causal causal = Causal::none) {
   return p;
 }
 
-std::vector<double> rounded_exact(const TensorProblem& p) {
-  std::vector<double> out(p.batch * p.q_heads * p.L * p.Ev);
-  for (std::size_t row = 0; row < p.batch * p.q_heads * p.L; ++row) {
-    const RowEnclosure e = enclose_row(p, row, 128);
-    const RowIndex r = row_index(p, row);
-    for (std::size_t c = 0; c < p.Ev; ++c)
-      out[tensor_index(p, p.q_heads, p.L, p.Ev, r.b, r.h, r.i, c)] = round_to(p.dtype, e.fine[c].head);
-  }
-  return out;
-}
-
-std::size_t at(const TensorProblem& p, std::size_t b, std::size_t h, std::size_t i, std::size_t c) {
-  return tensor_index(p, p.q_heads, p.L, p.Ev, b, h, i, c);
-}
-
-// A fixed band, so the usages here do not depend on the band's derivation.
-const RowBands kFixedBand = [](std::size_t, const RowEnclosure& e, double) {
-  return TierBands{std::vector<double>(e.out.size(), 1e-6), {}};
-};
+using test::at;
+using test::kFixedBand;
+using test::rounded_exact;
 
 TEST(UsageHeatmap, EdgesCoverEveryQueryAndColumnOnce) {
   const UsageHeatmap grid(3, 70, 100);
