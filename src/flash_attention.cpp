@@ -170,6 +170,10 @@ template <class T> KernelStatus run(const FlashShape& sh, std::span<const T> Q, 
   (void)mask_view(sh, bias, job.bias);
   // The scale in T: the caller's multiplier converted once, or fl(1/divisor) (flash_error_bound).
   const T scale = opt.scale ? static_cast<T>(*opt.scale) : static_cast<T>(1.0 / opt.scale_divisor);
+  // exp's constants through a pointer the inner loops cannot see into (vector_exp).
+  const std::vector<T> exp_constants(std::begin(flash_detail::ExpConstants<T>::table),
+                                     std::end(flash_detail::ExpConstants<T>::table));
+  job.exp_constants = exp_constants.data();
   job.scaled_scores = !bias.empty() || job.alibi != nullptr || job.softcap > 0 || job.sinks != nullptr || !(scale > 0);
   job.score_scale = job.scaled_scores ? scale : T(1);
   job.exp_scale = job.scaled_scores ? T(1) : scale;

@@ -60,44 +60,48 @@ template <class V, class T> ATTN_INLINE void store(T* p, const V& v) { std::memc
 // +0 (absolute error < the smallest normal, accounted for in flash_error_bound).
 template <class T> struct ExpConstants;
 template <> struct ExpConstants<float> {
-  static constexpr float lowest = -87.33654f;  // ln(2^-126) rounded up
-  static constexpr float log2e = 1.44269504088896341f;
-  static constexpr float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;  // Cephes expf.c split
-  static constexpr float shifter = 0x1.8p23f;  // t = y + 1.5·2^23 rounds y to an integer, kept in t's low bits
   static constexpr int bias = 127, mantissa_bits = 23;
+  // lowest: ln(2^-126) rounded up; log2e; ln2 split as Cephes expf.c; shifter: t = y + 1.5·2^23
+  // rounds y to an integer, kept in t's low bits; then the Cephes expf.c minimax polynomial:
+  // e^r = 1 + r + r²·P(r), about 1 ulp on |r| <= ln2/2 (P's coefficients, highest first).
+  static constexpr float table[] = {-87.33654f,      1.44269504088896341f, 0.693359375f,    -2.12194440e-4f,
+                                    0x1.8p23f,       1.9875691500e-4f,     1.3981999507e-3f, 8.3334519073e-3f,
+                                    4.1665795894e-2f, 1.6666665459e-1f,    5.0000001201e-1f};
+  static constexpr float lowest = table[0];
 };
 template <> struct ExpConstants<double> {
-  static constexpr double lowest = -708.39;  // ln(2^-1022) = -708.3964 rounded up
-  static constexpr double log2e = 1.4426950408889634074;
-  static constexpr double ln2_hi = 6.93145751953125e-1, ln2_lo = 1.42860682030941723212e-6;  // Cephes exp.c
-  static constexpr double shifter = 0x1.8p52;
   static constexpr int bias = 1023, mantissa_bits = 52;
+  // lowest: ln(2^-1022) = -708.3964 rounded up; ln2 split as Cephes exp.c; then Taylor to degree 13
+  // (1/13! .. 1/1!, 1): the remainder |r|^14/14!·e^|r| < 6e-18 relative, under u/16.
+  static constexpr double table[] = {
+      -708.39,          1.4426950408889634074, 6.93145751953125e-1, 1.42860682030941723212e-6, 0x1.8p52,
+      1.0 / 6227020800, 1.0 / 479001600,       1.0 / 39916800,      1.0 / 3628800,             1.0 / 362880,
+      1.0 / 40320,      1.0 / 5040,            1.0 / 720,           1.0 / 120,                 1.0 / 24,
+      1.0 / 6,          0.5,                   1.0,                 1.0};
+  static constexpr double lowest = table[0];
 };
 
-template <class T, class V, class I> ATTN_INLINE V vector_exp(const V& x) {
+// `constants`: ExpConstants<T>::table, or a copy of it the compiler cannot see into. The hot loops
+// pass the copy (Job::exp_constants): its values are then loaded where they are used, as broadcast
+// operands, instead of held in a dozen vector registers across the whole work item, which made GCC
+// spill P·V's register tile (bench_attention, fp32 hd 64: P·V ran 1.45x the time of Q·Kᵀ for the
+// same FMAs). The same values either way, so the same results.
+template <class T, class V, class I> ATTN_INLINE V vector_exp(const V& x, const T* constants = ExpConstants<T>::table) {
   using C = ExpConstants<T>;
-  const V lowest = splat<V>(C::lowest);
+  const T* k = constants;
+  const V lowest = splat<V>(k[0]);
   const V xc = x < lowest ? lowest : x;
-  const V t = xc * C::log2e + C::shifter;
-  const V n = t - C::shifter;
-  const V r = (xc - n * C::ln2_hi) - n * C::ln2_lo;  // n·ln2_hi is exact: ln2_hi has few bits
+  const V t = xc * k[1] + k[4];
+  const V n = t - k[4];
+  const V r = (xc - n * k[2]) - n * k[3];  // n·ln2_hi is exact: ln2_hi has few bits
   V p;
   if constexpr (sizeof(T) == 4) {
-    // Cephes expf.c minimax polynomial: e^r = 1 + r + r²·P(r), about 1 ulp on |r| <= ln2/2.
-    p = splat<V>(1.9875691500e-4f);
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
+    p = splat<V>(k[5]);
+    for (int j = 6; j <= 10; ++j) p = p * r + k[j];
     p = (p * (r * r) + r) + 1.0f;
   } else {
-    // Taylor to degree 13: the remainder |r|^14/14!·e^|r| < 6e-18 relative, under u/16.
-    constexpr double inverse_factorial[] = {
-        1.0 / 6227020800, 1.0 / 479001600, 1.0 / 39916800, 1.0 / 3628800, 1.0 / 362880, 1.0 / 40320, 1.0 / 5040,
-        1.0 / 720,        1.0 / 120,       1.0 / 24,       1.0 / 6,       0.5,          1.0,         1.0};
-    p = splat<V>(inverse_factorial[0]);
-    for (std::size_t k = 1; k < std::size(inverse_factorial); ++k) p = p * r + inverse_factorial[k];
+    p = splat<V>(k[5]);
+    for (int j = 6; j <= 18; ++j) p = p * r + k[j];
   }
   // t's low mantissa bits hold n (two's complement, |n| small): adding the bias and shifting
   // drops everything above the exponent field.
@@ -174,6 +178,7 @@ template <class T> struct Job {
   // + bias are formed first, the max is over them and the argument is score - max (exp_scale = 1,
   // an exact multiplication).
   bool scaled_scores = false;
+  const T* exp_constants = nullptr;          // a copy of ExpConstants<T>::table (vector_exp)
   T score_scale = 1;                         // the scale, applied before the max (scaled form)
   T exp_scale = 1;                           // the scale, applied to the difference (raw form); 1 in the scaled form
   std::size_t query_tile = 0, key_tile = 0;  // key_tile is a multiple of the micro-tile width
@@ -356,9 +361,9 @@ template <class T, int W> struct Core {
     }
   }
   // c·tanh(y/2) from y = 2x (the doubling is exact): the sign bit is set aside, t = exp(-|y|).
-  ATTN_INLINE static V capped(V y, T c) {
+  ATTN_INLINE static V capped(V y, T c, const T* exp_constants = ExpConstants<T>::table) {
     const I sign = __builtin_bit_cast(I, y) & std::numeric_limits<Lane>::min();
-    const V t = vector_exp<T, V, I>(-__builtin_bit_cast(V, __builtin_bit_cast(I, y) ^ sign));
+    const V t = vector_exp<T, V, I>(-__builtin_bit_cast(V, __builtin_bit_cast(I, y) ^ sign), exp_constants);
     const V r = quotient(T(1) - t, T(1) + t);
     return __builtin_bit_cast(V, __builtin_bit_cast(I, r) ^ sign) * c;
   }
@@ -368,13 +373,13 @@ template <class T, int W> struct Core {
     V top = splat<V>(-std::numeric_limits<T>::infinity());
     if (k != 0) {
       for (std::size_t jj = from; jj < to; jj += W) {
-        const V x = capped(load<V>(scores + jj) * (2 * k), c);
+        const V x = capped(load<V>(scores + jj) * (2 * k), c, job.exp_constants);
         store(scores + jj, x);
         top = x > top ? x : top;
       }
     } else {
       for (std::size_t jj = from; jj < to; jj += W) {
-        const V x = capped(load<V>(scores + jj) * scale / c * T(2), c);
+        const V x = capped(load<V>(scores + jj) * scale / c * T(2), c, job.exp_constants);
         store(scores + jj, x);
         top = x > top ? x : top;
       }
@@ -472,13 +477,13 @@ template <class T, int W> struct Core {
     V sum = load<V>(row_sum) * alpha;
     if (job.scaled_scores) {  // exp_scale is 1: the product would be exact, so it is left out
       for (std::size_t jj = 0; jj < cols; jj += W) {
-        const V p = vector_exp<T, V, I>(load<V>(scores + jj) - shift);
+        const V p = vector_exp<T, V, I>(load<V>(scores + jj) - shift, job.exp_constants);
         store(scores + jj, p);
         sum += p;
       }
     } else {
       for (std::size_t jj = 0; jj < cols; jj += W) {
-        const V p = vector_exp<T, V, I>((load<V>(scores + jj) - shift) * scale);
+        const V p = vector_exp<T, V, I>((load<V>(scores + jj) - shift) * scale, job.exp_constants);
         store(scores + jj, p);
         sum += p;
       }
