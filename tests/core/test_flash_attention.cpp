@@ -193,6 +193,21 @@ TEST(FlashAttention, EverySimdLevelWithinTheBound) {
   }
 }
 
+// The key tile is transposed in W x W register blocks (fp32), the keys and dimensions past the last
+// whole block one by one: head dims and key counts that are not multiples of 16 (one block and a
+// remainder, two blocks and a remainder) at every level and several key tiles.
+TEST(FlashAttention, PartialTransposeBlocksWithinTheBound) {
+  for (const std::size_t head_dim : {21, 37}) {
+    Case c = random_case({1, 2, 9, 45, head_dim, 5}, MaskKind::none, /*seed=*/head_dim);
+    for (const std::size_t key_tile : {16, 40, 64})
+      for (SimdLevel level : supported_levels()) {
+        c.options.simd = level, c.options.key_tile = key_tile;
+        expect_within_bound<float>(c);
+        expect_within_bound<double>(c);
+      }
+  }
+}
+
 // ---- Every SIMD level with several key tiles per row. A key tile is rounded up to the level's
 // register tile (2 vectors: 8 / 16 / 32 fp32 keys for SSE2 / AVX2 / AVX-512, half as many fp64),
 // so rows of more than 32 keys cross a tile boundary at every level and run the online merge.
