@@ -684,7 +684,8 @@ void register_tensor(CLI::App& app, Commands& commands) {
       ->check(CLI::IsMember({"-inf", "+inf"}));
   check->add_option("--json", o->json, "write the report as JSON (checked writable before anything is certified)");
   check->footer(
-      "The same command as `python3 -m attncheck check`: the same options, report and JSON.\n"
+      "The same command as `python3 -m attncheck check`: the same options, report and JSON (no --html:\n"
+      "attncheck.Report.from_json(open(FILE).read()).to_html(PAGE) draws the page from --json FILE).\n"
       "query [L, E], [B, L, E] or [B, Hq, L, E] (float64, float32, float16), key [.., Hkv, S, E], value [.., S, Ev],\n"
       "out [.., L, Ev]; a NaN or inf input follows IEEE semantics (README, \"NaN and infinity in the inputs\").\n"
       "Exit status: 0 passed, 1 failed (the worst element named on stderr), 2 usage error, 3 bad input\n"
