@@ -332,9 +332,6 @@ NpyArray load(const std::string& path) {
   return std::move(array).value();
 }
 
-const char* fineness_name(NpyArray::Type t) {
-  return t == NpyArray::Type::f64 ? "float64" : t == NpyArray::Type::f32 ? "float32" : "float16";
-}
 int fineness(NpyArray::Type t) { return t == NpyArray::Type::f64 ? 53 : t == NpyArray::Type::f32 ? 24 : 11; }
 std::string precision_of(NpyArray::Type t) {
   return t == NpyArray::Type::f64 ? "fp64" : t == NpyArray::Type::f32 ? "fp32" : "fp16";
@@ -463,8 +460,7 @@ int run_check(const TensorCheckOptions& o) {
                                     std::pair{&value, "value"}})
     require_float(*array, name);
   if (value.type != key.type) {
-    throw BadInput(std::string("value: dtype ") + fineness_name(value.type) + " differs from the key's " +
-                   fineness_name(key.type) + " (key and value share one storage format; the query's may differ)");
+    throw BadInput("value: dtype " + value.dtype + " differs from the key's " + key.dtype + " (key and value share one storage format; the query's may differ)");
   }
   const auto [q4, q_axes] = rank4(query.shape, "query");
   check_shapes(out, query, key, value, o.enable_gqa);
@@ -501,7 +497,7 @@ int run_check(const TensorCheckOptions& o) {
   std::vector<std::string> notes;
   const bool widened = !o.precision && fineness(out.type) > fineness(query.type);
   if (!o.precision && out.type != query.type) {
-    const std::string name = precision_of(query.type), input = fineness_name(query.type), stored = fineness_name(out.type);
+    const std::string name = precision_of(query.type), &input = query.dtype, &stored = out.dtype;
     notes.push_back(widened ? "out is " + stored + ", finer than the inputs' " + input + ": taken as a " + name +
                                   " kernel whose output was widened, certified as " + name +
                                   " without the rounding of the output to " + input
@@ -510,7 +506,7 @@ int run_check(const TensorCheckOptions& o) {
                                   " counts against the band (pass precision= to judge it otherwise)");
   }
   if (key.type != query.type) {
-    const std::string k = fineness_name(key.type), q = fineness_name(query.type);
+    const std::string &k = key.dtype, &q = query.dtype;
     std::string note = "key and value are " + k + ", the query " + q +
                        ": each is certified exact in its own format (P rounded to " + k +
                        " when weights_in_storage, the query to " + k + " when query_in_storage)";
@@ -595,7 +591,6 @@ int run_check(const TensorCheckOptions& o) {
   context.notes = notes;
   ReportContext lse_context = context;
   lse_context.lse = true;
-  lse_context.rank = context.rank;
   lse_context.notes.clear();
   bool lse_passed = true;
   nlohmann::ordered_json lse_json;  // null without an LSE

@@ -302,7 +302,6 @@ Result<NpyArray, Error> parse_npy(std::string bytes) {
     if (__builtin_mul_overflow(elements, d, &elements) || __builtin_mul_overflow(dtype->itemsize, elements, &bytes_needed))
       return error("header: shape " + shape_text(array.shape) + " is too large to be a file");
   }
-  bytes_needed = dtype->itemsize * elements;
   const std::size_t data_start = header_start + header_length, held = bytes.size() - data_start;
   if (held != bytes_needed) {
     return error("shape " + shape_text(array.shape) + " of " + array.dtype + " needs " + std::to_string(bytes_needed) +
