@@ -299,7 +299,8 @@ template <class T, int W> struct Core {
         V block[W];
         for (std::size_t r = 0; r < static_cast<std::size_t>(W); ++r) block[r] = load<V>(k + (j + r) * job.k.row + c);
         transpose<static_cast<std::size_t>(W) / 2>(block);
-        for (std::size_t r = 0; r < static_cast<std::size_t>(W); ++r) store(s.keys_t + (c + r) * job.key_tile + j, block[r]);
+        for (std::size_t r = 0; r < static_cast<std::size_t>(W); ++r)
+          store(s.keys_t + (c + r) * job.key_tile + j, block[r]);
       }
     for (std::size_t jj = 0; jj < cols; ++jj) {
       const T* row = k + jj * job.k.row;
@@ -447,17 +448,22 @@ template <class T, int W> struct Core {
     }
   }
 
-  // Online softmax step for one row: masks scores[jj] for jj < first and jj >= limit (and excluded
-  // keys of the masks), turns them into exp(argument) (see Job) and returns the factor α that
-  // rescales what the row accumulated so far. A row with nothing taking part in this tile: weights
-  // 0, α = 1, running state untouched (so a fully masked row keeps sum 0 and no -inf - -inf).
+  // Online softmax step for one row: masks scores[jj] for start <= jj < first and jj >= limit (and
+  // excluded keys of the masks), turns them into exp(argument) (see Job) and returns the factor α
+  // that rescales what the row accumulated so far. Columns before `start` (a multiple of kTile, the
+  // first column dot_products wrote, <= the first of every row of the group that sees a key) are
+  // neither read nor written: accumulate starts at or after it. A row with first < start sees no
+  // key here (start is the group's least first among rows that do) and is treated as empty at
+  // start. A row with nothing taking part in this tile: weights 0, α = 1, running state untouched
+  // (so a fully masked row keeps sum 0 and no -inf - -inf).
   // ALiBi: `slope` (0 without) and `centre`, the column jj of distance 0 (i + m - n - j0): the bias
   // -slope·|centre - jj| is formed in T (|d| converted, one product) and added after the mask's.
-  ATTN_INLINE static T online_step(const Job<T>& job, T* scores, std::size_t cols, std::size_t first,
-                                   std::size_t limit, const std::uint8_t* bits, const T* bias, T slope,
-                                   std::int64_t centre, T& row_max, T* row_sum) {
+  ATTN_INLINE static T online_step(const Job<T>& job, T* scores, std::size_t start, std::size_t cols,
+                                   std::size_t first, std::size_t limit, const std::uint8_t* bits, const T* bias,
+                                   T slope, std::int64_t centre, T& row_max, T* row_sum) {
     constexpr T minus_inf = -std::numeric_limits<T>::infinity();
     first = std::min(first, limit);
+    if (first < start) first = limit = start;
     V top = splat<V>(minus_inf);
     bool have_top = false;  // the max came with the scores' pass (softcap over a whole tile)
     if (job.scaled_scores) {
@@ -469,7 +475,7 @@ template <class T, int W> struct Core {
       T pre = 1;  // the scale still to apply (fused into ALiBi's pass when nothing else comes first)
       if (job.softcap > 0) {
         top = softcap_scores(job, scores, from, to);
-        have_top = bias == nullptr && job.alibi == nullptr && bits == nullptr && first == 0 && limit == cols;
+        have_top = bias == nullptr && job.alibi == nullptr && bits == nullptr && first == start && limit == cols;
         if (bias != nullptr)
           for (std::size_t jj = first; jj < limit; ++jj) scores[jj] += bias[jj];
       } else if (bias != nullptr) {
@@ -481,20 +487,20 @@ template <class T, int W> struct Core {
       }
       if (job.alibi != nullptr) alibi_scores(scores, from, to, pre, slope, centre);
     }
-    std::fill(scores, scores + first, minus_inf);
+    std::fill(scores + start, scores + first, minus_inf);
     std::fill(scores + limit, scores + cols, minus_inf);
     if (bits != nullptr)
       for (std::size_t jj = first; jj < limit; ++jj) scores[jj] = bits[jj] != 0 ? scores[jj] : minus_inf;
     if (!have_top) {
       top = splat<V>(minus_inf);
-      for (std::size_t jj = 0; jj < cols; jj += W) {
+      for (std::size_t jj = start; jj < cols; jj += W) {
         const V x = load<V>(scores + jj);
         top = x > top ? x : top;
       }
     }
     const T tile_max = reduce_max<T, W>(top);
     if (tile_max == minus_inf) {
-      std::fill(scores, scores + cols, T(0));
+      std::fill(scores + start, scores + cols, T(0));
       return T(1);
     }
     const T new_max = std::max(row_max, tile_max);
@@ -509,13 +515,13 @@ template <class T, int W> struct Core {
     // the end (run_item): no horizontal sum per tile.
     V sum = load<V>(row_sum) * alpha;
     if (job.scaled_scores) {  // exp_scale is 1: the product would be exact, so it is left out
-      for (std::size_t jj = 0; jj < cols; jj += W) {
+      for (std::size_t jj = start; jj < cols; jj += W) {
         const V p = vector_exp<T, V, I>(load<V>(scores + jj) - shift, job.exp_constants);
         store(scores + jj, p);
         sum += p;
       }
     } else {
-      for (std::size_t jj = 0; jj < cols; jj += W) {
+      for (std::size_t jj = start; jj < cols; jj += W) {
         const V p = vector_exp<T, V, I>((load<V>(scores + jj) - shift) * scale, job.exp_constants);
         store(scores + jj, p);
         sum += p;
@@ -574,7 +580,8 @@ template <class T, int W> struct Core {
     const std::size_t dvp = job.head_dim_v_padded, rows_padded = round_up(rows, kRows);
     // A sink is the row's first key: score z, weight e^0 = 1 at the running max z, value 0.
     std::fill(s.acc, s.acc + rows_padded * dvp, T(0));
-    std::fill(s.row_max, s.row_max + rows_padded, job.sinks != nullptr ? job.sinks[h] : -std::numeric_limits<T>::infinity());
+    const T first_max = job.sinks != nullptr ? job.sinks[h] : -std::numeric_limits<T>::infinity();
+    std::fill(s.row_max, s.row_max + rows_padded, first_max);
     std::fill(s.row_sum, s.row_sum + rows_padded * kMaxLanes, T(0));
     if (job.sinks != nullptr)
       for (std::size_t r = 0; r < rows_padded; ++r) s.row_sum[r * kMaxLanes] = T(1);
@@ -600,8 +607,8 @@ template <class T, int W> struct Core {
           group_cols = std::max(group_cols, limit[r]);
         }
         if (group_first >= group_cols) group_first = 0;  // no key of the tile for these rows after all
-        const std::size_t score_cols = round_up(group_cols, kTile);
-        dot_products(job, q_rows, group_first / kTile * kTile, score_cols, s);
+        const std::size_t score_cols = round_up(group_cols, kTile), start = group_first / kTile * kTile;
+        dot_products(job, q_rows, start, score_cols, s);
         T alpha[kRows];
         for (std::size_t r = 0; r < kRows; ++r) {
           const std::size_t i = i0 + r0 + r;
@@ -609,7 +616,7 @@ template <class T, int W> struct Core {
           const T* bias = r < group ? job.bias.row(b, h, i, sh.m) : nullptr;
           const T slope = job.alibi == nullptr ? T(0) : job.alibi[job.alibi_per_batch ? b * sh.q_heads + h : h];
           const std::int64_t centre = static_cast<std::int64_t>(i + e.m) - static_cast<std::int64_t>(e.n + j0);
-          alpha[r] = online_step(job, s.scores + r * job.key_tile, score_cols, first[r], limit[r],
+          alpha[r] = online_step(job, s.scores + r * job.key_tile, start, score_cols, first[r], limit[r],
                                  bits ? bits + j0 : nullptr, bias ? bias + j0 : nullptr, slope, centre,
                                  s.row_max[r0 + r], s.row_sum + (r0 + r) * kMaxLanes);
         }
