@@ -45,9 +45,11 @@ template <> struct Simd<double, 8> {
 
 #define ATTN_INLINE [[gnu::always_inline]] inline
 
-// s - (+0) is s for every s, -0 included. Only used outside the hot loops: GCC 12 expands a
-// broadcast built in a helper as a chain of inserts, so the products in dot_products and
-// accumulate are written scalar x vector, which it broadcasts in the caller's ISA (2.5x faster).
+// s - (+0) is s for every s, -0 included. Only for constants and outside the hot loops: GCC 12
+// may expand a broadcast of a run-time value built here as a chain of masked inserts (16 in a
+// zmm), so the hot loops (dot_products, accumulate, vector_exp, the exp passes) write their
+// operands scalar x vector, which it broadcasts in the caller's ISA (once, or folded as {1to16};
+// 2.5x faster in P·V; an exp pass lost 15% of the whole kernel to one such splat).
 template <class V, class T> ATTN_INLINE V splat(T s) { return s - V{}; }
 template <class V, class T> ATTN_INLINE V load(const T* p) {
   V v;
@@ -65,9 +67,14 @@ template <> struct ExpConstants<float> {
   // lowest: ln(2^-126) rounded up; log2e; ln2 split as Cephes expf.c; shifter: t = y + 1.5·2^23
   // rounds y to an integer, kept in t's low bits; then the Cephes expf.c minimax polynomial:
   // e^r = 1 + r + r²·P(r), about 1 ulp on |r| <= ln2/2 (P's coefficients, highest first).
+  // Then the softcap's t = e^-z (tanh_exp), from [11]: the clamp 18, ln2 rounded to fp32, and
+  // the minimax cubic of e^r = 1 + r + r²·P(r) for relative error on |r| <= 0.3469 (1.77u, found by
+  // Lawson's algorithm in double and rounded to fp32; highest first).
   static constexpr float table[] = {-87.33654f,      1.44269504088896341f, 0.693359375f,    -2.12194440e-4f,
                                     0x1.8p23f,       1.9875691500e-4f,     1.3981999507e-3f, 8.3334519073e-3f,
-                                    4.1665795894e-2f, 1.6666665459e-1f,    5.0000001201e-1f};
+                                    4.1665795894e-2f, 1.6666665459e-1f,    5.0000001201e-1f, 18.0f,
+                                    0x1.62e430p-1f,  0x1.10621ap-7f,       0x1.572aeep-5f,   0x1.5557b2p-3f,
+                                    0x1.fffdfap-2f};
   static constexpr float lowest = table[0];
 };
 template <> struct ExpConstants<double> {
@@ -90,25 +97,53 @@ template <> struct ExpConstants<double> {
 template <class T, class V, class I> ATTN_INLINE V vector_exp(const V& x, const T* constants = ExpConstants<T>::table) {
   using C = ExpConstants<T>;
   const T* k = constants;
-  const V lowest = splat<V>(k[0]);
+  const T lowest = k[0];
   const V xc = x < lowest ? lowest : x;
   const V t = xc * k[1] + k[4];
   const V n = t - k[4];
   const V r = (xc - n * k[2]) - n * k[3];  // n·ln2_hi is exact: ln2_hi has few bits
   V p;
   if constexpr (sizeof(T) == 4) {
-    p = splat<V>(k[5]);
-    for (int j = 6; j <= 10; ++j) p = p * r + k[j];
+    p = r * k[5] + k[6];
+    for (int j = 7; j <= 10; ++j) p = p * r + k[j];
     p = (p * (r * r) + r) + 1.0f;
   } else {
-    p = splat<V>(k[5]);
-    for (int j = 6; j <= 18; ++j) p = p * r + k[j];
+    p = r * k[5] + k[6];
+    for (int j = 7; j <= 18; ++j) p = p * r + k[j];
   }
   // t's low mantissa bits hold n (two's complement, |n| small): adding the bias and shifting
   // drops everything above the exponent field.
   const I bits = (__builtin_bit_cast(I, t) + C::bias) << C::mantissa_bits;
   const V e = p * __builtin_bit_cast(V, bits);
   return x < lowest ? V{} : e;
+}
+
+// ---- t = e^-z for the softcap's tanh (z = |2x| >= 0 or NaN). fp64: vector_exp(-z). fp32: the
+// same reduction and 2^n with three fewer products, as tanh needs t within a relative 4u
+// (η in the derivation beside Core::softcap_scores) and nothing of it below 2^-25:
+//  - z is clamped to 18 (NaN kept): e^-18 < 2^-25, so (1 - t)/(1 + t) rounds to 1 either way,
+//    and -18·log2e keeps n >= -26 and 2^n normal; no flush, no select;
+//  - one step r = fl(-z - n·ln2f), ln2f = fl(ln2), |ln2f - ln2| < 1.9·10^-9 (|r| <= 0.3469, its
+//    rounding <= 2^-26: 0.25u relative in e^r). The ln2 error moves t by |n|·1.9·10^-9·t with
+//    t <= 1.42·2^n, at most 1.4·10^-9 (n = -1), an absolute 0.05u of tanh (2|Δt|/(1 + t)²);
+//  - e^r = 1 + r + r²·P(r), P the minimax cubic: 1.77u relative; P's own roundings weigh
+//    r²P <= 0.068 (0.1u), r²'s and the fused step's <= 0.35u, the final 1 + ... <= u: 3.5u
+//    with r's, under 4u. The measured bound is KernelTanh's (tests/core).
+template <class T, class V, class I> ATTN_INLINE V tanh_exp(const V& z, const T* k = ExpConstants<T>::table) {
+  if constexpr (sizeof(T) == 8) {
+    return vector_exp<T, V, I>(-z, k);
+  } else {
+    using C = ExpConstants<T>;
+    const V m = -(z > k[11] ? k[11] : z);
+    const V t = m * k[1] + k[4];
+    const V n = t - k[4];
+    const V r = m - n * k[12];
+    V p = r * k[13] + k[14];
+    for (int j = 15; j <= 16; ++j) p = p * r + k[j];
+    p = (p * (r * r) + r) + 1.0f;
+    const I bits = (__builtin_bit_cast(I, t) + C::bias) << C::mantissa_bits;
+    return p * __builtin_bit_cast(V, bits);
+  }
 }
 
 // ---- Horizontal max and sum of a vector by halving (log2 W steps instead of a chain of W): the
@@ -351,9 +386,10 @@ template <class T, int W> struct Core {
   // tanh(x) = sign(x)·(1 - t)/(1 + t), t = exp(-2|x|) (kernel_exp; an argument below exp's range
   // gives t = 0 and tanh 1). Its error, against the band's model (verify/tensor_band.cpp, Step 2's
   // softcap: tanh_ulps u relative plus (exp_ulps + 1.5) u absolute):
-  //  - t's relative error ε, |ε| <= η = 2·kKernelExpUlps·u, moves (1 - t)/(1 + t) by at most
-  //    2t|ε|/(1 + t)² <= η/2 = kKernelExpUlps·u absolutely (t in [0, 1]; max at t = 1); t flushed
-  //    to 0 below exp's range errs by < 2e^-87 (fp32);
+  //  - t's relative error ε, |ε| <= η = 2·kKernelExpUlps·u = 4u (tanh_exp: kernel_exp's in fp64,
+  //    its own in fp32), moves (1 - t)/(1 + t) by at most 2t|ε|/(1 + t)² <= η/2 = kKernelExpUlps·u
+  //    absolutely (t in [0, 1]; max at t = 1); t flushed to 0 below exp's range (fp64) errs by
+  //    < 2e^-708, t clamped at e^-18 (fp32) by nothing (both quotients round to 1);
   //  - t >= 1/2: 1 - t is exact (Sterbenz) and only 1 + t and the quotient round: 2u relative;
   //    otherwise 1 - t rounds too: 3u relative (plus O(u²) both);
   //  - the quotient q = a/d (a = 1 - t, d = 1 + t in [1, 2]) is a division, correctly rounded,
@@ -374,7 +410,8 @@ template <class T, int W> struct Core {
   //    band's 4 (the default tanh_ulps) relative plus (exp_ulps + 1.5)u absolute while the band's
   //    exp_ulps >= kKernelExpUlps - 1.42 (the defaults leave 1.42u spare, which also holds the
   //    subnormal rounding of x). The product by c is the band's last rounding. kernel_tanh
-  //    exposes this for tests (measured worst excess 0.25u over every third fp32 in (-10, 10)).
+  //    exposes this for tests (measured: at most 0.56 of this bound, 1.50u, over every fp32 in
+  //    [0, 10] at each SIMD level; odd by construction, and 1 from |x| = 9 on).
   // GCC only: clang checks an asm operand's register size where the template is instantiated,
   // before this Core is inlined into its AVX-512 entry, and refuses a zmm there; clang builds (the
   // fuzzers) divide.
@@ -397,7 +434,7 @@ template <class T, int W> struct Core {
   // c·tanh(y/2) from y = 2x (the doubling is exact): the sign bit is set aside, t = exp(-|y|).
   ATTN_INLINE static V capped(V y, T c, const T* exp_constants = ExpConstants<T>::table) {
     const I sign = __builtin_bit_cast(I, y) & std::numeric_limits<Lane>::min();
-    const V t = vector_exp<T, V, I>(-__builtin_bit_cast(V, __builtin_bit_cast(I, y) ^ sign), exp_constants);
+    const V t = tanh_exp<T, V, I>(__builtin_bit_cast(V, __builtin_bit_cast(I, y) ^ sign), exp_constants);
     const V r = quotient(T(1) - t, T(1) + t);
     return __builtin_bit_cast(V, __builtin_bit_cast(I, r) ^ sign) * c;
   }
@@ -510,19 +547,18 @@ template <class T, int W> struct Core {
     const T alpha = row_max == new_max ? T(1)
                                        : vector_exp<T, typename Narrow::V, typename Narrow::I>(
                                              splat<typename Narrow::V>((row_max - new_max) * job.exp_scale))[0];
-    const V shift = splat<V>(new_max), scale = splat<V>(job.exp_scale);
     // The row sum is kept as W lane sums, each rescaled by α with the row, and added up once at
     // the end (run_item): no horizontal sum per tile.
     V sum = load<V>(row_sum) * alpha;
     if (job.scaled_scores) {  // exp_scale is 1: the product would be exact, so it is left out
       for (std::size_t jj = start; jj < cols; jj += W) {
-        const V p = vector_exp<T, V, I>(load<V>(scores + jj) - shift, job.exp_constants);
+        const V p = vector_exp<T, V, I>(load<V>(scores + jj) - new_max, job.exp_constants);
         store(scores + jj, p);
         sum += p;
       }
     } else {
       for (std::size_t jj = start; jj < cols; jj += W) {
-        const V p = vector_exp<T, V, I>((load<V>(scores + jj) - shift) * scale, job.exp_constants);
+        const V p = vector_exp<T, V, I>((load<V>(scores + jj) - new_max) * job.exp_scale, job.exp_constants);
         store(scores + jj, p);
         sum += p;
       }
