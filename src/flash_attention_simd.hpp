@@ -68,7 +68,7 @@ template <> struct ExpConstants<float> {
   // rounds y to an integer, kept in t's low bits; then the Cephes expf.c minimax polynomial:
   // e^r = 1 + r + r²·P(r), about 1 ulp on |r| <= ln2/2 (P's coefficients, highest first).
   // Then the softcap's t = e^-z (tanh_exp), from [11]: the clamp 18, ln2 rounded to fp32, and
-  // the minimax cubic of e^r = 1 + r + r²·P(r) for relative error on |r| <= 0.3469 (1.77u, found by
+  // the minimax cubic of e^r = 1 + r + r²·P(r) for relative error on |r| <= 0.3469 (1.78u, found by
   // Lawson's algorithm in double and rounded to fp32; highest first).
   static constexpr float table[] = {-87.33654f,      1.44269504088896341f, 0.693359375f,    -2.12194440e-4f,
                                     0x1.8p23f,       1.9875691500e-4f,     1.3981999507e-3f, 8.3334519073e-3f,
@@ -119,16 +119,20 @@ template <class T, class V, class I> ATTN_INLINE V vector_exp(const V& x, const 
 }
 
 // ---- t = e^-z for the softcap's tanh (z = |2x| >= 0 or NaN). fp64: vector_exp(-z). fp32: the
-// same reduction and 2^n with three fewer products, as tanh needs t within a relative 4u
-// (η in the derivation beside Core::softcap_scores) and nothing of it below 2^-25:
+// same reduction and 2^n with three fewer products. tanh needs t's error ε (t(1 + ε)) only through
+// 2t|ε|/(1 + t)² <= kKernelExpUlps·u = 2u (the derivation beside Core::softcap_scores):
 //  - z is clamped to 18 (NaN kept): e^-18 < 2^-25, so (1 - t)/(1 + t) rounds to 1 either way,
 //    and -18·log2e keeps n >= -26 and 2^n normal; no flush, no select;
-//  - one step r = fl(-z - n·ln2f), ln2f = fl(ln2), |ln2f - ln2| < 1.9·10^-9 (|r| <= 0.3469, its
-//    rounding <= 2^-26: 0.25u relative in e^r). The ln2 error moves t by |n|·1.9·10^-9·t with
-//    t <= 1.42·2^n, at most 1.4·10^-9 (n = -1), an absolute 0.05u of tanh (2|Δt|/(1 + t)²);
-//  - e^r = 1 + r + r²·P(r), P the minimax cubic: 1.77u relative; P's own roundings weigh
-//    r²P <= 0.068 (0.1u), r²'s and the fused step's <= 0.35u, the final 1 + ... <= u: 3.5u
-//    with r's, under 4u. The measured bound is KernelTanh's (tests/core).
+//  - one step r = -z - n·ln2f, ln2f = fl(ln2), |ln2f - ln2| < 1.91·10^-9, |r| <= 0.34658
+//    (n may be off by one from fl(z·log2e)'s rounding). The ln2 error moves t by |n|·1.91·10^-9·t,
+//    t <= 1.42·2^n: at most 0.025u of tanh (n = -2). Fused (AVX2, AVX-512) r rounds once, by
+//    <= 2^-26 (0.25u of e^r); unfused (SSE2) n·ln2f rounds first (ln2f has 21 bits), by up to
+//    2^-20 at n = -26: 16u relative, but only where t <= 1.42·2^-13, so 2t|ε| < 0.01u;
+//  - e^r = 1 + r + r²·P(r), P the minimax cubic: 1.78u relative on |r| <= 0.3469; P's own
+//    roundings weigh r²P <= 0.068 (0.1u), r²'s and the fused step's <= 0.35u, the final 1 + ...
+//    <= u. So |ε| <= 3.6u where n >= -12 and 2t|ε|/(1 + t)² <= 1.8u + 0.03u everywhere.
+// Measured over every fp32 z in [0, 18], each way of fusing: |ε| <= 3.60u (fused), 19.6u
+// (unfused, n <= -13), 2t|ε|/(1 + t)² <= 1.38u; the bound that matters is KernelTanh's (tests/core).
 template <class T, class V, class I> ATTN_INLINE V tanh_exp(const V& z, const T* k = ExpConstants<T>::table) {
   if constexpr (sizeof(T) == 8) {
     return vector_exp<T, V, I>(-z, k);
@@ -385,13 +389,15 @@ template <class T, int W> struct Core {
   // does: inside the absolute slack below. The fold turns a division per score into a product (a
   // 512-bit division issues once every 5-10 cycles). 2x is formed as fl(dot·2k) = 2·fl(dot·k)
   // (exact in the normal range; finer below it; an overflow to ±inf gives ±c, off by < u). Then
-  // tanh(x) = sign(x)·(1 - t)/(1 + t), t = exp(-2|x|) (kernel_exp; an argument below exp's range
-  // gives t = 0 and tanh 1). Its error, against the band's model (verify/tensor_band.cpp, Step 2's
-  // softcap: tanh_ulps u relative plus (exp_ulps + 1.5) u absolute):
-  //  - t's relative error ε, |ε| <= η = 2·kKernelExpUlps·u = 4u (tanh_exp: kernel_exp's in fp64,
-  //    its own in fp32), moves (1 - t)/(1 + t) by at most 2t|ε|/(1 + t)² <= η/2 = kKernelExpUlps·u
-  //    absolutely (t in [0, 1]; max at t = 1); t flushed to 0 below exp's range (fp64) errs by
-  //    < 2e^-708, t clamped at e^-18 (fp32) by nothing (both quotients round to 1);
+  // tanh(x) = sign(x)·(1 - t)/(1 + t), t = exp(-2|x|) (tanh_exp: in fp64 kernel_exp, where an
+  // argument below exp's range gives t = 0 and tanh 1; in fp32 |2x| clamped at 18). Its error,
+  // against the band's model (verify/tensor_band.cpp, Step 2's softcap: tanh_ulps u relative plus
+  // (exp_ulps + 1.5) u absolute):
+  //  - t's relative error ε moves (1 - t)/(1 + t) by at most 2t|ε|/(1 + t)² absolutely (t in
+  //    [0, 1]), <= η/2 = kKernelExpUlps·u for |ε| <= η = 2·kKernelExpUlps·u (kernel_exp's, in
+  //    fp64; max at t = 1); in fp32 tanh_exp bounds 2t|ε|/(1 + t)² itself, by 1.83u < 2u; t
+  //    flushed to 0 below exp's range (fp64) errs by < 2e^-708, t clamped at e^-18 (fp32) by
+  //    nothing (both quotients round to 1);
   //  - t >= 1/2: 1 - t is exact (Sterbenz) and only 1 + t and the quotient round: 2u relative;
   //    otherwise 1 - t rounds too: 3u relative (plus O(u²) both);
   //  - the quotient q = a/d (a = 1 - t, d = 1 + t in [1, 2]) is a division, correctly rounded,
@@ -412,8 +418,8 @@ template <class T, int W> struct Core {
   //    band's 4 (the default tanh_ulps) relative plus (exp_ulps + 1.5)u absolute while the band's
   //    exp_ulps >= kKernelExpUlps - 1.42 (the defaults leave 1.42u spare, which also holds the
   //    subnormal rounding of x). The product by c is the band's last rounding. kernel_tanh
-  //    exposes this for tests (measured: at most 0.56 of this bound, 1.50u, over every fp32 in
-  //    [0, 10] at each SIMD level; odd by construction, and 1 from |x| = 9 on).
+  //    exposes this for tests (measured over every fp32 in [0, 10] at each SIMD level: at most
+  //    0.56 of this bound, |error| <= 1.96u; odd by construction, and 1 from |x| = 8.67 on).
   // GCC only: clang checks an asm operand's register size where the template is instantiated,
   // before this Core is inlined into its AVX-512 entry, and refuses a zmm there; clang builds (the
   // fuzzers) divide.
