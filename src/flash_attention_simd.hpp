@@ -49,7 +49,7 @@ template <> struct Simd<double, 8> {
 // may expand a broadcast of a run-time value built here as a chain of masked inserts (16 in a
 // zmm), so the hot loops (dot_products, accumulate, vector_exp, the exp passes) write their
 // operands scalar x vector, which it broadcasts in the caller's ISA (once, or folded as {1to16};
-// 2.5x faster in P·V; an exp pass lost 15% of the whole kernel to one such splat).
+// 2.5x faster in P·V; the exp passes lost 15% of the whole kernel to such splats).
 template <class V, class T> ATTN_INLINE V splat(T s) { return s - V{}; }
 template <class V, class T> ATTN_INLINE V load(const T* p) {
   V v;
@@ -118,8 +118,9 @@ template <class T, class V, class I> ATTN_INLINE V vector_exp(const V& x, const 
   return x < lowest ? V{} : e;
 }
 
-// ---- t = e^-z for the softcap's tanh (z = |2x| >= 0 or NaN). fp64: vector_exp(-z). fp32: the
-// same reduction and 2^n with three fewer products. tanh needs t's error ε (t(1 + ε)) only through
+// ---- t = e^-z for the softcap's tanh (z = |2x| >= 0 or NaN). fp64: vector_exp(-z). fp32: n
+// rounded as vector_exp does, then a one-step reduction, a cubic and 2^n put in the exponent field
+// (four products fewer than vector_exp). tanh needs t's error ε (t(1 + ε)) only through
 // 2t|ε|/(1 + t)² <= kKernelExpUlps·u = 2u (the derivation beside Core::softcap_scores):
 //  - z is clamped to 18 (NaN kept): e^-18 < 2^-25, so (1 - t)/(1 + t) rounds to 1 either way,
 //    and -18·log2e keeps n >= -26 and 2^n normal; no flush, no select;
