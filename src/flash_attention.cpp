@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "flash_attention_simd.hpp"
+#include "worker_pool.hpp"
 
 namespace attn {
 namespace {
@@ -199,16 +200,11 @@ template <class T> KernelStatus run(const FlashShape& sh, std::span<const T> Q, 
   // Work items are independent and each is computed the same way on any thread, so the result is
   // bitwise the same for every thread count; the shared counter only balances the load.
   std::atomic<std::size_t> next{0};
-  auto worker = [&](std::size_t t) {
+  run_on_workers(threads, [&](std::size_t t) {
     for (std::size_t i = next.fetch_add(1, std::memory_order_relaxed); i < items;
          i = next.fetch_add(1, std::memory_order_relaxed))
       item(job, i, *scratch[t]);
-  };
-  {
-    std::vector<std::jthread> pool;
-    for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(worker, t);
-    worker(0);
-  }
+  });
   return KernelStatus::ok;
 }
 
