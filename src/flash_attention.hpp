@@ -76,7 +76,7 @@ struct FlashOptions {
   /// Keys per online step, rounded up to the SIMD tile. Unset: flash_key_tile's choice, 128 keys or
   /// fewer so that a tile of K and V stays within 64 KiB.
   std::optional<std::size_t> key_tile;
-  unsigned threads = 1;                      ///< 0 = std::thread::hardware_concurrency()
+  unsigned threads = 1;                      ///< 0 = std::thread::hardware_concurrency(); kept across calls (run_on_workers)
   SimdLevel simd = SimdLevel::automatic;
 };
 

@@ -1,6 +1,6 @@
 #include "worker_pool.hpp"
 
-#include <unistd.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -25,11 +25,10 @@ namespace {
 // most of what thread creation cost, while back-to-back calls find their workers still spinning.
 class Pool {
  public:
-  // false when the pool is in use or belongs to the parent of a fork(): the caller runs the call
-  // on threads of its own then.
+  // false when the pool is in use: the caller runs the call on threads of its own then.
   bool try_run(std::size_t count, const std::function<void(std::size_t)>& task) {
     std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
-    if (!busy.owns_lock() || getpid() != owner_) return false;
+    if (!busy.owns_lock()) return false;
     while (threads_.size() + 1 < count) {  // worker i runs task(i), i >= 1
       const std::size_t index = threads_.size() + 1;
       threads_.emplace_back([this, index] { serve(index); });
@@ -42,16 +41,25 @@ class Pool {
       generation_.store(generation_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     }
     wake_.notify_all();
-    task(0);
-    if (!spin_until([this] { return remaining_.load(std::memory_order_acquire) == 0; })) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      done_.wait(lock, [this] { return remaining_.load(std::memory_order_acquire) == 0; });
+    try {
+      task(0);
+    } catch (...) {  // the workers still read `task`: wait for them before it goes
+      wait_for_workers();
+      throw;
     }
+    wait_for_workers();
     return true;
   }
 
  private:
   static constexpr std::chrono::microseconds kSpin{500};
+
+  void wait_for_workers() {
+    if (!spin_until([this] { return remaining_.load(std::memory_order_acquire) == 0; })) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_.wait(lock, [this] { return remaining_.load(std::memory_order_acquire) == 0; });
+    }
+  }
 
   // Polls `ready` for up to kSpin; true as soon as it holds.
   template <class Ready> static bool spin_until(const Ready& ready) {
@@ -67,19 +75,23 @@ class Pool {
     }
   }
 
+  // A worker the last generation did not want sleeps at once instead of spinning (calls with
+  // fewer threads than the pool has leave the rest of the machine alone).
   [[noreturn]] void serve(std::size_t index) {
     std::uint64_t seen = 0;
+    bool spin = true;
     for (;;) {
       const auto fresh = [&] { return generation_.load(std::memory_order_acquire) != seen; };
       std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
-      if (spin_until(fresh)) {
+      if (spin && spin_until(fresh)) {
         lock.lock();
       } else {
         lock.lock();
         wake_.wait(lock, fresh);
       }
       seen = generation_.load(std::memory_order_relaxed);
-      if (index > wanted_) continue;
+      spin = index <= wanted_;
+      if (!spin) continue;
       const std::function<void(std::size_t)>* task = task_;
       lock.unlock();
       (*task)(index);
@@ -90,7 +102,6 @@ class Pool {
     }
   }
 
-  const pid_t owner_ = getpid();
   std::mutex busy_, mutex_;
   std::condition_variable wake_, done_;
   std::vector<std::thread> threads_;  // parked in serve() until the process exits; never joined
@@ -98,7 +109,39 @@ class Pool {
   std::size_t wanted_ = 0;                                  // under mutex_
   std::atomic<std::size_t> remaining_{0};
   std::atomic<std::uint64_t> generation_{0};                // written under mutex_
+
+ public:
+  Pool* ancestor = nullptr;  // in a child of fork(): the pool forgotten before this one's parent's
 };
+
+// The process's pool, made on first use and never destroyed: its workers wait on its members until
+// the process exits, and a call made during static destruction still finds it. A child of fork()
+// has none of its workers (and maybe a mutex copied locked): the handler forgets the parent's pool
+// (leaked in the child, never touched again) and the child's first call makes its own.
+// `forgotten` keeps each forgotten pool reachable (LeakSanitizer), chained through `ancestor`.
+std::atomic<Pool*> process_pool{nullptr};
+Pool* forgotten = nullptr;
+void forget_pool_in_child() {  // the child has one thread here
+  if (Pool* parents = process_pool.load(std::memory_order_relaxed); parents != nullptr) {
+    parents->ancestor = forgotten;
+    forgotten = parents;
+  }
+  process_pool.store(nullptr, std::memory_order_relaxed);
+}
+
+// nullptr when the handler could not be registered (ENOMEM): then every call starts its threads.
+Pool* pool() {
+  static const bool registered = pthread_atfork(nullptr, nullptr, forget_pool_in_child) == 0;
+  if (!registered) return nullptr;
+  Pool* current = process_pool.load(std::memory_order_acquire);
+  if (current != nullptr) return current;
+  auto* made = new Pool;
+  if (process_pool.compare_exchange_strong(current, made, std::memory_order_acq_rel)) return made;
+  delete made;  // another thread made one first
+  return current;
+}
+
+thread_local bool in_call = false;  // task(0) calling run_on_workers again runs that call on new threads
 
 }  // namespace
 
@@ -107,10 +150,13 @@ void run_on_workers(std::size_t count, const std::function<void(std::size_t)>& t
     if (count == 1) task(0);
     return;
   }
-  // Never destroyed: its workers wait on its members until the process exits, and a call made
-  // during static destruction still finds it.
-  static Pool* const pool = new Pool;
-  if (pool->try_run(count, task)) return;
+  if (!in_call) {
+    in_call = true;
+    struct Leave {
+      ~Leave() { in_call = false; }
+    } leave;
+    if (Pool* workers = pool(); workers != nullptr && workers->try_run(count, task)) return;
+  }
   std::vector<std::jthread> threads;
   for (std::size_t t = 1; t < count; ++t) threads.emplace_back(task, t);
   task(0);

@@ -10,9 +10,10 @@ namespace attn {
 
 /// Runs task(t) for every t in [0, count) and returns when every one has returned: t = 0 on the
 /// calling thread, the others on the process's parked workers (started on first use, kept until
-/// the process exits), or, while another call holds them or in a child process after fork(), on
-/// threads started for this call. task must not throw. Throws std::system_error when a thread
-/// cannot be started (as std::thread does).
+/// the process exits; a child of fork() makes its own), or, while another call holds them or from
+/// within a task, on threads started for this call. When task(0) throws, the exception leaves
+/// after the other indices have returned; the others must not throw. Throws std::system_error
+/// when a thread cannot be started (as std::thread does).
 void run_on_workers(std::size_t count, const std::function<void(std::size_t)>& task);
 
 }  // namespace attn

@@ -1,12 +1,15 @@
 // run_on_workers: every index runs exactly once per call, index 0 on the caller, with callers on
-// several threads at once and in a child process after fork() (where the parent's workers do not
-// exist); and the fast kernel's bits do not change when two callers share the workers.
+// several threads at once, from within a task, after task 0 threw, and in a child process after
+// fork() (where the parent's workers do not exist); and the fast kernel's bits do not change when
+// several callers share the workers.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <stdexcept>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -34,12 +37,37 @@ std::vector<int> run_once(std::size_t count, bool& zero_on_caller) {
 
 TEST(WorkerPool, EveryIndexRunsExactlyOnceAndZeroOnTheCaller) {
   for (int call = 0; call < 2000; ++call) {
-    const std::size_t count = static_cast<std::size_t>(call % 5);  // 0 .. 4: the pool grows and shrinks
+    const std::size_t count = static_cast<std::size_t>(call % 5);  // 0 .. 4: more workers than a call wants
     bool zero_on_caller = false;
     const std::vector<int> runs = run_once(count, zero_on_caller);
     ASSERT_EQ(runs, std::vector<int>(count, 1)) << "call " << call << ", count " << count;
-    if (count > 0) ASSERT_TRUE(zero_on_caller) << "call " << call;
+    if (count > 0) {
+      ASSERT_TRUE(zero_on_caller) << "call " << call;
+    }
   }
+}
+
+TEST(WorkerPool, ThrowingTaskZeroLeavesAfterTheOthersAndTheNextCallIsWhole) {
+  std::atomic<int> others{0};
+  EXPECT_THROW(run_on_workers(3,
+                              [&](std::size_t t) {
+                                if (t == 0) throw std::runtime_error("task 0");
+                                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                                ++others;
+                              }),
+               std::runtime_error);
+  EXPECT_EQ(others.load(), 2);  // both had returned when the exception left
+  bool zero_on_caller = false;
+  EXPECT_EQ(run_once(3, zero_on_caller), std::vector<int>(3, 1));
+}
+
+TEST(WorkerPool, CallFromWithinATaskIsWhole) {
+  std::atomic<int> wrong{0};
+  run_on_workers(2, [&](std::size_t) {
+    bool zero_on_caller = false;
+    if (run_once(3, zero_on_caller) != std::vector<int>(3, 1) || !zero_on_caller) ++wrong;
+  });
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 TEST(WorkerPool, ConcurrentCallersEachGetEveryIndexOnce) {
@@ -65,8 +93,11 @@ TEST(WorkerPool, ChildAfterForkRunsEveryIndex) {
   ASSERT_NE(child, -1) << std::strerror(errno);
   if (child == 0) {
     alarm(30);  // a call waiting for the parent's workers would hang: SIGALRM fails the test instead
-    bool child_zero = false;
-    const bool ok = run_once(3, child_zero) == std::vector<int>(3, 1) && child_zero;
+    bool ok = true;
+    for (int call = 0; call < 50 && ok; ++call) {  // on the child's own workers after the first
+      bool child_zero = false;
+      ok = run_once(2 + call % 3, child_zero) == std::vector<int>(2 + call % 3, 1) && child_zero;
+    }
     _exit(ok ? 0 : 1);
   }
   int status = 0;
