@@ -6,6 +6,7 @@
 // call at n = 16384 in a fresh process and prints its peak RSS against the size of Q, K, V, O.
 // BM_FlashWindow: sliding windows (w, 0) against full attention in the same run. BM_FlashFeature:
 // softcap, ALiBi, sinks and packed varlen against plain attention in the same run.
+// BM_FlashCallOverhead: the time of a tiny call on 1 and 2 threads.
 #include <benchmark/benchmark.h>
 
 #include <sys/resource.h>
@@ -124,6 +125,19 @@ BENCHMARK(BM_FlashWindow)
     ->Args({2048, 64, 128, 2})
     ->Args({2048, 64, 512, 2})
     ->Args({2048, 64, 1024, 2});
+
+// The cost of a call itself: fp32, 8 heads of 8 queries and 8 keys at hd 64 (a few µs of
+// arithmetic), on 1 and 2 threads. Threads started and joined per call made 2 threads cost about
+// 45 µs more than 1 (a Zen 5 VM); kept across calls (src/worker_pool.hpp) they are woken instead.
+void BM_FlashCallOverhead(benchmark::State& state) {
+  constexpr std::size_t n = 8, hd = 64;
+  Inputs<float> in = make_inputs<float>(n, hd);
+  attn::FlashOptions options;
+  options.scale_divisor = 8;
+  options.threads = static_cast<unsigned>(state.range(0));
+  (void)timed_calls(state, {1, kHeads, kHeads, n, n, hd, hd}, in, options);
+}
+BENCHMARK(BM_FlashCallOverhead)->ArgNames({"threads"})->Unit(benchmark::kMicrosecond)->UseRealTime()->Arg(1)->Arg(2);
 
 // One feature at a time on plain full fp32 attention, n = 2048, hd = 64, 2 threads: 0 plain,
 // 1 softcap 30 (Gemma 2's), 2 ALiBi (Press et al.'s slopes 2^(-8h/H)), 3 sinks (one logit per head),
