@@ -1,0 +1,199 @@
+// The fast kernel's parts one at a time, on data that stays in cache, at the widest SIMD level the
+// CPU runs: where a call's time goes, in a form that a busy neighbour disturbs far less than the
+// whole kernel (bench_attention), so a change to one part can be measured on its own.
+//   BM_Products<T>/hd:   dot_products then accumulate over one key tile (flash_key_tile's size)
+//                        for 8 query rows (the register tile), as run_item calls them: GFLOP/s
+//   BM_OnlineStep<T>:    online_step over 8 rows of a 128-key tile (raw form, the max rising in
+//                        none of them): ns per score
+//   BM_Pack<T>/hd:       pack of one key tile from K and V rows in L2: ns per key
+// After the run, per precision and head dim: the products' share of the 1-thread FMA peak, each
+// other part's time per score against theirs (pack's per key spread over 512 query rows), and the
+// share of the peak the three together leave (what the rest of run_item can only lower).
+// The internals are included directly (src/flash_attention_simd.hpp): they are not an API.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fma_peak.hpp"
+#include "flash_attention.hpp"
+#include "flash_attention_simd.hpp"
+
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace {
+
+using attn::flash_detail::Core;
+using attn::flash_detail::ExpConstants;
+using attn::flash_detail::Job;
+using attn::flash_detail::kMaxRows;
+using attn::flash_detail::Scratch;
+
+// One tile's worth of work: a Job sized as run() sizes it (n = m = 512 keys for pack's source).
+template <class T> struct Setup {
+  explicit Setup(std::size_t hd, std::size_t tile_step) {
+    constexpr std::size_t m = 512;
+    job.shape = {1, 1, 1, kMaxRows, m, hd, hd};
+    attn::FlashOptions options;
+    job.key_tile = attn::flash_detail::round_up(attn::flash_key_tile(job.shape, options, sizeof(T)), tile_step);
+    job.query_tile = kMaxRows;
+    job.head_dim_v_padded = attn::flash_detail::round_up(hd, tile_step);
+    job.q = job.k = job.v = job.o = {m * hd, m * hd, hd};
+    job.exp_scale = static_cast<T>(0.125);
+    constants.assign(std::begin(ExpConstants<T>::table), std::end(ExpConstants<T>::table));
+    job.exp_constants = constants.data();
+    std::mt19937_64 rng(7);
+    std::normal_distribution<T> normal(0, 1);
+    for (auto* v : {&Q, &K, &V}) {
+      v->resize(m * hd);
+      for (T& x : *v) x = normal(rng);
+    }
+    scratch = std::make_unique<Scratch<T>>(job);
+    for (std::size_t r = 0; r < kMaxRows; ++r) rows[r] = Q.data() + r * hd;
+  }
+  Job<T> job;
+  std::vector<T> constants, Q, K, V;
+  std::unique_ptr<Scratch<T>> scratch;
+  const T* rows[kMaxRows] = {};
+};
+
+// Each part in a function compiled for its ISA (the kernel's Core is inlined into such entries).
+#define ATTN_PARTS(suffix, isa, bytes)                                                                        \
+  template <class T> [[gnu::target(isa), gnu::noinline]] void products_##suffix(Setup<T>& s) {               \
+    using C = Core<T, (bytes) / sizeof(T)>;                                                                   \
+    T alpha[kMaxRows];                                                                                        \
+    std::fill(alpha, alpha + kMaxRows, T(1));                                                                 \
+    C::dot_products(s.job, s.rows, 0, s.job.key_tile, *s.scratch);                                           \
+    C::accumulate(s.job, alpha, 0, s.job.key_tile, s.scratch->acc, *s.scratch);                               \
+  }                                                                                                           \
+  template <class T> [[gnu::target(isa), gnu::noinline]] void online_##suffix(Setup<T>& s, const T* scores) { \
+    using C = Core<T, (bytes) / sizeof(T)>;                                                                   \
+    const std::size_t cols = s.job.key_tile;                                                                  \
+    std::memcpy(s.scratch->scores, scores, kMaxRows * cols * sizeof(T));                                      \
+    for (std::size_t r = 0; r < kMaxRows; ++r) {                                                              \
+      s.scratch->row_max[r] = T(100);                                                                         \
+      (void)C::online_step(s.job, s.scratch->scores + r * cols, 0, cols, 0, cols, nullptr, nullptr, T(0), 0,   \
+                           s.scratch->row_max[r], s.scratch->row_sum + r * attn::flash_detail::kMaxLanes);    \
+    }                                                                                                         \
+  }                                                                                                           \
+  template <class T> [[gnu::target(isa), gnu::noinline]] void pack_##suffix(Setup<T>& s, std::size_t tile) {  \
+    Core<T, (bytes) / sizeof(T)>::pack(s.job, s.K.data() + tile * s.job.key_tile * s.job.k.row,               \
+                                       s.V.data() + tile * s.job.key_tile * s.job.v.row, s.job.key_tile,      \
+                                       *s.scratch);                                                           \
+  }
+ATTN_PARTS(avx512, "avx512f", 64)
+ATTN_PARTS(avx2, "avx2,fma", 32)
+#undef ATTN_PARTS
+
+bool wide() { return attn::best_simd_level() == attn::SimdLevel::avx512; }
+template <class T> std::size_t tile_step() { return attn::flash_detail::kVectors * (wide() ? 64 : 32) / sizeof(T); }
+template <class T> const char* name() { return sizeof(T) == 4 ? "fp32" : "fp64"; }
+
+// Seconds spent in `part` over the benchmark's iterations.
+template <class Part> double timed(benchmark::State& state, const Part& part) {
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    part();
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return seconds;
+}
+
+// The fastest repetition's ns per score (products, online step) or per key (pack), for the summary.
+std::map<std::string, double> best_ns;
+void keep(const std::string& key, double ns) {
+  const auto seen = best_ns.find(key);
+  if (seen == best_ns.end() || ns < seen->second) best_ns[key] = ns;
+}
+
+template <class T> void BM_Products(benchmark::State& state) {
+  const std::size_t hd = static_cast<std::size_t>(state.range(0));
+  Setup<T> s(hd, tile_step<T>());
+  if (wide()) pack_avx512(s, 0); else pack_avx2(s, 0);
+  const double seconds = timed(state, [&] {
+    if (wide()) products_avx512(s); else products_avx2(s);
+    benchmark::DoNotOptimize(s.scratch->acc);
+  });
+  const double scores = static_cast<double>(kMaxRows * s.job.key_tile) * static_cast<double>(state.iterations());
+  keep(std::string(name<T>()) + " hd=" + std::to_string(hd) + " products", 1e9 * seconds / scores);
+  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * static_cast<double>(hd) * scores, benchmark::Counter::kIsRate);
+  state.counters["ns/score"] = benchmark::Counter(scores, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.SetLabel(std::to_string(s.job.key_tile) + " keys");
+}
+
+template <class T> void BM_OnlineStep(benchmark::State& state) {
+  Setup<T> s(64, tile_step<T>());
+  s.job.key_tile = 128;  // a fixed width for both precisions: the cost per score
+  s.scratch = std::make_unique<Scratch<T>>(s.job);
+  std::vector<T> scores(kMaxRows * 128);
+  std::mt19937_64 rng(3);
+  std::normal_distribution<T> normal(0, 8);
+  for (T& x : scores) x = normal(rng);
+  const double seconds = timed(state, [&] {
+    if (wide()) online_avx512(s, scores.data()); else online_avx2(s, scores.data());
+    benchmark::DoNotOptimize(s.scratch->scores);
+  });
+  const double count = static_cast<double>(kMaxRows * 128) * static_cast<double>(state.iterations());
+  keep(std::string(name<T>()) + " online", 1e9 * seconds / count);
+  state.counters["ns/score"] = benchmark::Counter(count, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+template <class T> void BM_Pack(benchmark::State& state) {
+  const std::size_t hd = static_cast<std::size_t>(state.range(0));
+  Setup<T> s(hd, tile_step<T>());
+  const std::size_t tiles = 512 / s.job.key_tile;
+  std::size_t tile = 0;
+  const double seconds = timed(state, [&] {
+    if (wide()) pack_avx512(s, tile); else pack_avx2(s, tile);
+    tile = (tile + 1) % tiles;
+    benchmark::DoNotOptimize(s.scratch->keys_t);
+  });
+  const double keys = static_cast<double>(s.job.key_tile) * static_cast<double>(state.iterations());
+  keep(std::string(name<T>()) + " hd=" + std::to_string(hd) + " pack", 1e9 * seconds / keys);
+  state.counters["ns/key"] = benchmark::Counter(keys, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+BENCHMARK(BM_Products<float>)->ArgName("hd")->Arg(64)->Arg(128);
+BENCHMARK(BM_Products<double>)->ArgName("hd")->Arg(64)->Arg(128);
+BENCHMARK(BM_OnlineStep<float>);
+BENCHMARK(BM_OnlineStep<double>);
+BENCHMARK(BM_Pack<float>)->ArgName("hd")->Arg(64)->Arg(128);
+BENCHMARK(BM_Pack<double>)->ArgName("hd")->Arg(64)->Arg(128);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  if (attn::best_simd_level() == attn::SimdLevel::baseline) {
+    std::fprintf(stderr, "bench_kernel_parts: needs AVX2 or AVX-512\n");
+    return 1;
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  const attn::SimdLevel level = attn::best_simd_level();
+  std::printf("\nper score against the products' own time (a tile packed once per 512 query rows):\n");
+  for (const char* precision : {"fp32", "fp64"}) {
+    const double peak = attn::bench::fma_peak_gflops(level, precision[2] == '6', 1);
+    const std::string p = precision;
+    const auto online = best_ns.find(p + " online");
+    for (const int hd : {64, 128}) {
+      const std::string key = p + " hd=" + std::to_string(hd);
+      const auto products = best_ns.find(key + " products"), pack = best_ns.find(key + " pack");
+      if (products == best_ns.end() || online == best_ns.end() || pack == best_ns.end()) continue;
+      const double p_ns = products->second, o_ns = online->second, k_ns = pack->second / 512;
+      std::printf("  %s: products %.3f ns (%.1f%% of the 1-thread FMA peak, %.1f GFLOP/s), online step +%.1f%%, "
+                  "pack +%.1f%%: at most %.1f%% of peak\n",
+                  key.c_str(), p_ns, 100 * 4.0 * hd / p_ns / peak, peak, 100 * o_ns / p_ns, 100 * k_ns / p_ns,
+                  100 * 4.0 * hd / (p_ns + o_ns + k_ns) / peak);
+    }
+  }
+  return 0;
+}
