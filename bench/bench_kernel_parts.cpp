@@ -2,7 +2,8 @@
 // CPU runs: where a call's time goes, in a form that a busy neighbour disturbs far less than the
 // whole kernel (bench_attention), so a change to one part can be measured on its own.
 //   BM_Products<T>/hd:   dot_products then accumulate over one key tile (flash_key_tile's size)
-//                        for 8 query rows (the register tile), as run_item calls them: GFLOP/s
+//                        for 8 query rows (one register tile, two on AVX2), as run_item calls
+//                        them: GFLOP/s
 //   BM_OnlineStep<T>:    online_step over 8 rows of a 128-key tile (raw form, the max rising in
 //                        none of them): ns per score
 //   BM_Pack<T>/hd:       pack of one key tile from K and V rows in L2: ns per key
@@ -12,12 +13,12 @@
 // The internals are included directly (src/flash_attention_simd.hpp): they are not an API.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <memory>
 #include <cstdint>
-#include <cstring>
+#include <cstdio>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -70,8 +71,10 @@ template <class T> struct Setup {
     using C = Core<T, (bytes) / sizeof(T)>;                                                                   \
     T alpha[kMaxRows];                                                                                        \
     std::fill(alpha, alpha + kMaxRows, T(1));                                                                 \
-    C::dot_products(s.job, s.rows, 0, s.job.key_tile, *s.scratch);                                           \
-    C::accumulate(s.job, alpha, 0, s.job.key_tile, s.scratch->acc, *s.scratch);                               \
+    for (std::size_t r0 = 0; r0 < kMaxRows; r0 += C::kRows) { /* AVX2's register tile is 4 rows */            \
+      C::dot_products(s.job, s.rows + r0, 0, s.job.key_tile, *s.scratch);                                     \
+      C::accumulate(s.job, alpha, 0, s.job.key_tile, s.scratch->acc + r0 * s.job.head_dim_v_padded, *s.scratch); \
+    }                                                                                                         \
   }                                                                                                           \
   template <class T> [[gnu::target(isa), gnu::noinline]] void online_##suffix(Setup<T>& s, T* scores) {       \
     using C = Core<T, (bytes) / sizeof(T)>;                                                                   \
