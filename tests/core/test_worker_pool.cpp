@@ -8,9 +8,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
-#include <stdexcept>
 #include <cstring>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
