@@ -79,10 +79,13 @@ template <class T> struct Setup {
   template <class T> [[gnu::target(isa), gnu::noinline]] void online_##suffix(Setup<T>& s, T* scores) {       \
     using C = Core<T, (bytes) / sizeof(T)>;                                                                   \
     const std::size_t cols = s.job.key_tile;                                                                  \
-    for (std::size_t r = 0; r < kMaxRows; ++r) {                                                              \
-      s.scratch->row_max[r] = T(100);                                                                         \
-      (void)C::online_step(s.job, scores + r * cols, 0, cols, 0, cols, nullptr, nullptr, T(0), 0,              \
-                           s.scratch->row_max[r], s.scratch->row_sum + r * attn::flash_detail::kMaxLanes);    \
+    typename C::RowTile rows[C::kRows];                                                                       \
+    for (auto& row : rows) row.limit = cols;                                                                  \
+    T alpha[C::kRows];                                                                                        \
+    for (std::size_t r0 = 0; r0 < kMaxRows; r0 += C::kRows) {                                                 \
+      std::fill(s.scratch->row_max + r0, s.scratch->row_max + r0 + C::kRows, T(100));                         \
+      C::online_step(s.job, scores + r0 * cols, 0, cols, rows, s.scratch->row_max + r0,                       \
+                     s.scratch->row_sum + r0 * attn::flash_detail::kMaxLanes, alpha);                        \
     }                                                                                                         \
   }                                                                                                           \
   template <class T> [[gnu::target(isa), gnu::noinline]] void pack_##suffix(Setup<T>& s, std::size_t tile) {  \
