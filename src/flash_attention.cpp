@@ -28,14 +28,41 @@ using flash_detail::Scratch;
 template <class T> using ItemFunction = void (*)(const Job<T>&, std::size_t, Scratch<T>&);
 template <class T> using ElementwiseFunction = void (*)(const T*, T*, std::size_t);
 
+// The hot loops (pack, Q·Kᵀ, P·V) out of line, each compiled for its entry's ISA: GCC then
+// allocates their registers apart from the rest of run_item. Inlined, it spilled a row of P·V's
+// register tile to the stack (a reload in every other FMA) as soon as run_item grew, e.g. with
+// fp64's register transpose in pack: 70% of the fp64 peak fell to 55% (bench_attention, Zen 5).
+#define ATTN_PARTS(name, bytes, ...)                                                                            \
+  template <class T> struct name {                                                                             \
+    using C = Core<T, (bytes) / sizeof(T)>;                                                                    \
+    [[gnu::noinline __VA_OPT__(, ) __VA_ARGS__]] static void pack(const Job<T>& job, const T* k, const T* v,     \
+                                                                  std::size_t cols, Scratch<T>& s) {            \
+      C::pack(job, k, v, cols, s);                                                                             \
+    }                                                                                                          \
+    [[gnu::noinline __VA_OPT__(, ) __VA_ARGS__]] static void dot_products(const Job<T>& job, const T* const* q, \
+                                                                          std::size_t from, std::size_t cols,   \
+                                                                          Scratch<T>& s) {                      \
+      C::dot_products(job, q, from, cols, s);                                                                  \
+    }                                                                                                          \
+    [[gnu::noinline __VA_OPT__(, ) __VA_ARGS__]] static void accumulate(const Job<T>& job, const T* alpha,     \
+                                                                        std::size_t from, std::size_t cols,     \
+                                                                        T* acc, Scratch<T>& s) {                \
+      C::accumulate(job, alpha, from, cols, acc, s);                                                           \
+    }                                                                                                          \
+  };
+ATTN_PARTS(PartsBaseline, 16)
+ATTN_PARTS(PartsAvx2, 32, gnu::target("avx2,fma"))
+ATTN_PARTS(PartsAvx512, 64, gnu::target("avx512f"))
+#undef ATTN_PARTS
+
 template <class T> void item_baseline(const Job<T>& j, std::size_t i, Scratch<T>& s) {
-  Core<T, 16 / sizeof(T)>::run_item(j, i, s);
+  Core<T, 16 / sizeof(T), PartsBaseline<T>>::run_item(j, i, s);
 }
 template <class T> [[gnu::target("avx2,fma")]] void item_avx2(const Job<T>& j, std::size_t i, Scratch<T>& s) {
-  Core<T, 32 / sizeof(T)>::run_item(j, i, s);
+  Core<T, 32 / sizeof(T), PartsAvx2<T>>::run_item(j, i, s);
 }
 template <class T> [[gnu::target("avx512f")]] void item_avx512(const Job<T>& j, std::size_t i, Scratch<T>& s) {
-  Core<T, 64 / sizeof(T)>::run_item(j, i, s);
+  Core<T, 64 / sizeof(T), PartsAvx512<T>>::run_item(j, i, s);
 }
 template <class T, bool kTanh> void elementwise_baseline(const T* x, T* o, std::size_t n) {
   Core<T, 16 / sizeof(T)>::template elementwise_span<kTanh>(x, o, n);

@@ -121,20 +121,28 @@ template <> struct ExpConstants<double> {
 //    |r| <= 0.0434); (16n + j)·hi is exact (hi = 0x1.63p-5 has 9 bits, |16n + j| <= 2016 has 11;
 //    fp64 15 and 13 bits of 53) and so is xc minus it (both are multiples of ulp(xc) or of hi's
 //    last bit, and the difference, below 2^-5, fits in T's digits); r = fl(that - (16n + j)·lo)
-//    errs by <= u·|r| (<= 2u·|r| unfused) plus the split's error, lo's rounding times 2016:
-//    <= 8·10^-10 = 0.014u absolutely (fp64 < 0.002u);
-//  - q: |q| <= e^0.021665 - 1 = 0.0219 (fp64 0.0443); Taylor's remainder < 4·10^-11 = 0.001u
+//    errs by <= u·|r| (unfused, fl((16n + j)·lo) adds <= 2^-30 = 0.016u absolutely, as that
+//    product reaches 0.0267) plus the split's error, lo's rounding times 2016: 2.1·10^-10 =
+//    0.004u absolutely (fp64 0.0002u);
+//  - q: |q| <= e^0.021665 - 1 = 0.0219 (fp64 0.0443); Taylor's remainder < 4.1·10^-11 = 0.001u
 //    (fp64 r⁹/9!·e^|r| < 0.014u); q's Horner steps and r's rounding err by <= 3.1u·|q| relative:
 //    <= 0.07u absolutely (fp64 0.14u), so 1 + q̂ = e^r(1 + ε_q), |ε_q| <= 0.09u (fp64 0.16u);
 //  - the table: |fl(2^(j/16)) - 2^(j/16)| <= 0.794u·2^(j/16) (fp64 fl(2^(j/8)): 0.616u), exact
-//    at j = 0; 2^n joins by an integer add to its exponent field (exact: both stay normal, below);
-//  - the result s + s·q̂ (s the table entry times 2^n) is one fused rounding (u), or two (then the
-//    product's, u·|q| <= 0.022u (fp64 0.044u), adds).
-// In all <= 0.09 + 0.794 + 1 + 0.022 = 1.91u fp32 and 0.16 + 0.616 + 1 + 0.044 = 1.83u fp64
-// (+ O(u²)), relative: under kKernelExpUlps = 2 ulps (an error of ε·|y| is at most ε/u ulps of
-// y). Range: xc >= lowest gives 16n + j >= -2016 (n >= -126; fp64 8n + j >= -8176, n >= -1022),
-// and at that bottom r >= 4.7·10^-6 > 0 (fp64 0.0064), so every 2^n·2^(j/16) and the result are
-// normal. The entry is picked by vpermps/vpermpd, which read only the index's low 4 (3) bits: j.
+//    at j = 0; 2^n joins by an integer add to its exponent field: s = entry·2^n, exact (normal,
+//    below);
+//  - the result s + s·q̂ is one fused rounding (u), or two: then the product's adds u·|q| <=
+//    0.022u (fp64 0.044u) while s·q̂ is normal, but near the bottom of the range (n <= -121,
+//    fp64 -1018) s·q̂ can be subnormal and the two roundings err by up to 2^-150 (fp64 2^-1075)
+//    each: 2u/m of the result, m = 2^(j/16)·e^r its significand.
+// In all, fused: <= 0.09 + 0.794 + 1 = 1.89u fp32 and 0.16 + 0.616 + 1 = 1.78u fp64 (+ O(u²))
+// relative; unfused: 1.91u and 1.83u, and at the bottom 0.09 + 0.794 + 2/m <= 2.80u and 2.27u
+// (j = 1, n = -126; GCC fuses at -O2 but not at -O1, the sanitizer build's level). In ulps of
+// the result y every case is within kKernelExpUlps = 2 (an error of ε·|y| is ε·m/(2u) ulps,
+// <= 1.50 and 1.54 ulps at the bottom), and relative within the 4u (2·kKernelExpUlps·u) that
+// flash_error_bound and fp64's softcap tanh assume. Range: xc >= lowest gives 16n + j >= -2016
+// (n >= -126; fp64 8n + j >= -8176, n >= -1022), and at that bottom j = 0 and r >= 4.5·10^-6 > 0
+// (fp64 0.0064), so every s and the result are normal. The entry is picked by vpermps/vpermpd,
+// which read only the index's low 4 (3) bits: j. NaN stays NaN (q̂ is NaN), -inf gives +0.
 #if defined(__clang__)
 template <class V> constexpr bool kTableExp = false;
 #else
@@ -396,7 +404,10 @@ template <class T> class Scratch {
 };
 
 // ---- The kernel for one (T, vector width): inlined into a target-specific entry per ISA.
-template <class T, int W> struct Core {
+// Parts: void, or a struct whose static pack, dot_products and accumulate run_item calls instead
+// of its own: the entries compile them out of line for their ISA (flash_attention.cpp), so that
+// GCC allocates each hot loop's registers apart from the rest of run_item.
+template <class T, int W, class Parts = void> struct Core {
   using V = typename Simd<T, W>::V;
   using I = typename Simd<T, W>::I;
   using Lane = std::remove_cvref_t<decltype(I{}[0])>;  // I's element: T's bits as a signed integer
@@ -430,7 +441,7 @@ template <class T, int W> struct Core {
     // n = 2048, hd 64, fp32); the keys and dimensions past the last whole block one by one. fp32
     // only: in fp64 the permutes measured slower than the scalar copy (bench_attention, 60-72% of
     // the fp64 peak fell to 54-60%).
-    constexpr bool kRegisterTranspose = sizeof(T) == 4;
+    constexpr bool kRegisterTranspose = true;
     const std::size_t key_blocks = kRegisterTranspose ? cols / W * W : 0, dim_blocks = dk / W * W;
     for (std::size_t j = 0; j < key_blocks; j += W)
       for (std::size_t c = 0; c < dim_blocks; c += W) {
@@ -772,7 +783,10 @@ template <class T, int W> struct Core {
     // Key tiles on the grid from key 0; those wholly before the window's left end are skipped.
     for (std::size_t j0 = block_begin / job.key_tile * job.key_tile; j0 < block_end; j0 += job.key_tile) {
       const std::size_t cols = std::min(job.key_tile, block_end - j0);
-      pack(job, k + j0 * job.k.row, v + j0 * job.v.row, cols, s);
+      if constexpr (std::is_void_v<Parts>)
+        pack(job, k + j0 * job.k.row, v + j0 * job.v.row, cols, s);
+      else
+        Parts::pack(job, k + j0 * job.k.row, v + j0 * job.v.row, cols, s);
       for (std::size_t r0 = 0; r0 < rows; r0 += kRows) {
         const std::size_t group = std::min(kRows, rows - r0);
         if (j0 >= key_end(job, e, b, i0 + r0 + group - 1)) continue;  // no key of the tile for these rows
@@ -791,7 +805,10 @@ template <class T, int W> struct Core {
         }
         if (group_first >= group_cols) group_first = 0;  // no key of the tile for these rows after all
         const std::size_t score_cols = round_up(group_cols, kTile), start = group_first / kTile * kTile;
-        dot_products(job, q_rows, start, score_cols, s);
+        if constexpr (std::is_void_v<Parts>)
+          dot_products(job, q_rows, start, score_cols, s);
+        else
+          Parts::dot_products(job, q_rows, start, score_cols, s);
         RowTile tiles[kRows];
         for (std::size_t r = 0; r < kRows; ++r) {
           const std::size_t i = i0 + r0 + r;
@@ -803,7 +820,10 @@ template <class T, int W> struct Core {
         }
         T alpha[kRows];
         online_step(job, s.scores, start, score_cols, tiles, s.row_max + r0, s.row_sum + r0 * kMaxLanes, alpha);
-        accumulate(job, alpha, group_first, group_cols, s.acc + r0 * dvp, s);
+        if constexpr (std::is_void_v<Parts>)
+          accumulate(job, alpha, group_first, group_cols, s.acc + r0 * dvp, s);
+        else
+          Parts::accumulate(job, alpha, group_first, group_cols, s.acc + r0 * dvp, s);
       }
     }
     // out = acc / sum. A row that saw no key has sum 0 and is written as exactly +0.0.
