@@ -266,7 +266,7 @@ std::size_t flash_key_tile(const FlashShape& shape, const FlashOptions& options,
   constexpr std::size_t kBudget = 64 * 1024;
   const std::size_t row = (shape.head_dim_k + shape.head_dim_v) * element_size;
   std::size_t tile = 128;
-  while (tile > 32 && tile * row > kBudget) tile /= 2;
+  while (tile > 64 && tile * row > kBudget) tile /= 2;
   return tile;
 }
 

@@ -73,8 +73,8 @@ struct FlashOptions {
                                              ///< converted once to the kernel's precision
   /// Queries per work item. Unset: flash_query_tile's choice, 512 rows, or fewer under a sliding window.
   std::optional<std::size_t> query_tile;
-  /// Keys per online step, rounded up to the SIMD tile. Unset: flash_key_tile's choice, 128 keys or
-  /// fewer so that a tile of K and V stays within 64 KiB.
+  /// Keys per online step, rounded up to the SIMD tile. Unset: flash_key_tile's choice, 128 or 64
+  /// keys, 128 when that tile of K and V stays within 64 KiB.
   std::optional<std::size_t> key_tile;
   unsigned threads = 1;                      ///< 0 = std::thread::hardware_concurrency(); kept across calls (run_on_workers)
   SimdLevel simd = SimdLevel::automatic;
@@ -95,11 +95,13 @@ struct FlashOptions {
                                            const FlashOptions& options, std::span<const double> additive_mask = {});
 
 /// The widest SimdLevel this CPU runs.
-/// The key tile a call uses before the SIMD rounding: options.key_tile, or when unset the largest of
-/// 128, 64, 32, ... keys whose K and V rows, key_tile·(head_dim_k + head_dim_v)·element_size bytes,
-/// fit in 64 KiB (at least 32 keys): the tile the dot products and P·V re-read stays in a 48 KiB L1
-/// with the scores beside it. bench_attention (fp32, n = 2048, 2 threads): at hd 128 a tile of 64
-/// keys ran at 64% of the FMA peak against 57% with 128; at hd 64, 128 keys beat 64.
+/// The key tile a call uses before the SIMD rounding: options.key_tile, or when unset 128 keys if
+/// their K and V rows, key_tile·(head_dim_k + head_dim_v)·element_size bytes, fit in 64 KiB, else
+/// 64: the tile the dot products and P·V re-read stays near a 48 KiB L1 with the scores beside it,
+/// and a key tile's fixed costs (the online step's per-row work, P·V's rescale) are spread over at
+/// least 64 keys. bench_attention (fp32, n = 2048, 2 threads): at hd 128 a tile of 64 keys ran at
+/// 64% of the FMA peak against 57% with 128; at hd 64, 128 keys beat 64; fp64 at hd 128 (Zen 5,
+/// n = 512 and 2048, best of 3 alternating runs): 64 keys 67-77% against 59-75% with 32.
 [[nodiscard]] std::size_t flash_key_tile(const FlashShape& shape, const FlashOptions& options,
                                          std::size_t element_size);
 
