@@ -238,22 +238,36 @@ template <class T, class V, class I> ATTN_INLINE V vector_exp(const V& x, const 
 //    <= u. So |ε| <= 3.6u where n >= -12 and 2t|ε|/(1 + t)² <= 1.8u + 0.03u everywhere.
 // Measured over every fp32 z in [0, 18], each way of fusing: |ε| <= 3.60u (fused), 19.6u
 // (unfused, n <= -13), 2t|ε|/(1 + t)² <= 1.38u; the bound that matters is KernelTanh's (tests/core).
-template <class T, class V, class I> ATTN_INLINE V tanh_exp(const V& z, const T* k = ExpConstants<T>::table) {
+// In place, z -> t, over N vectors at once (each step over all of them: see vector_exp_n).
+template <class T, class V, class I, int N> ATTN_INLINE void tanh_exp_n(V (&z)[N], const T* k) {
   if constexpr (sizeof(T) == 8) {
-    return vector_exp<T, V, I>(-z, k);
+#pragma GCC unroll 8
+    for (int v = 0; v < N; ++v) z[v] = -z[v];
+    vector_exp_n<T, V, I, N>(z, k);
   } else {
     using C = ExpConstants<T>;
-    const V m = -(z > k[11] ? k[11] : z);
-    const V t = m * k[1] + k[4];
-    const V n = t - k[4];
-    const V r = m - n * k[12];
-    V p = r * k[13] + k[14];
-    for (int j = 15; j <= 16; ++j) p = p * r + k[j];
-    p = (p * (r * r) + r) + 1.0f;
-    // 2^n added to p's exponent field (p in [0.7, 1.42], n in [-26, 0]: normal, the same value as
-    // p·2^n). No product, so none for GCC to fuse with capped's 1 - t and 1 + t either: those
-    // stay additions, off the two FMA pipes.
-    return __builtin_bit_cast(V, __builtin_bit_cast(I, p) + (__builtin_bit_cast(I, t) << C::mantissa_bits));
+    V t[N], r[N], p[N];
+#pragma GCC unroll 8
+    for (int v = 0; v < N; ++v) {
+      const V m = -(z[v] > k[11] ? k[11] : z[v]);
+      t[v] = m * k[1] + k[4];
+      const V n = t[v] - k[4];
+      r[v] = m - n * k[12];
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < N; ++v) p[v] = r[v] * k[13] + k[14];
+#pragma GCC unroll 4
+    for (int j = 15; j <= 16; ++j)
+#pragma GCC unroll 8
+      for (int v = 0; v < N; ++v) p[v] = p[v] * r[v] + k[j];
+#pragma GCC unroll 8
+    for (int v = 0; v < N; ++v) {
+      p[v] = (p[v] * (r[v] * r[v]) + r[v]) + 1.0f;
+      // 2^n added to p's exponent field (p in [0.7, 1.42], n in [-26, 0]: normal, the same value
+      // as p·2^n). No product, so none for GCC to fuse with capped's 1 - t and 1 + t either:
+      // those stay additions, off the two FMA pipes.
+      z[v] = __builtin_bit_cast(V, __builtin_bit_cast(I, p[v]) + (__builtin_bit_cast(I, t[v]) << C::mantissa_bits));
+    }
   }
 }
 
@@ -546,30 +560,44 @@ template <class T, int W, class Parts = void> struct Core {
       return a / d;
     }
   }
-  // c·tanh(y/2) from y = 2x (the doubling is exact): the sign bit is set aside, t = exp(-|y|).
-  ATTN_INLINE static V capped(V y, T c, const T* exp_constants = ExpConstants<T>::table) {
-    const I sign = __builtin_bit_cast(I, y) & std::numeric_limits<Lane>::min();
-    const V t = tanh_exp<T, V, I>(__builtin_bit_cast(V, __builtin_bit_cast(I, y) ^ sign), exp_constants);
-    const V r = quotient(T(1) - t, T(1) + t);
-    return __builtin_bit_cast(V, __builtin_bit_cast(I, r) ^ sign) * c;
-  }
-  // Returns the max of the capped scores it wrote (the tile's max when they are all of it).
-  ATTN_INLINE static V softcap_scores(const Job<T>& job, T* scores, std::size_t from, std::size_t to) {
-    const T c = job.softcap, scale = job.score_scale, k = job.softcap_factor;
-    V top = splat<V>(-std::numeric_limits<T>::infinity());
-    if (k != 0) {
-      for (std::size_t jj = from; jj < to; jj += W) {
-        const V x = capped(load<V>(scores + jj) * (2 * k), c, job.exp_constants);
-        store(scores + jj, x);
-        top = x > top ? x : top;
-      }
-    } else {
-      for (std::size_t jj = from; jj < to; jj += W) {
-        const V x = capped(load<V>(scores + jj) * scale / c * T(2), c, job.exp_constants);
-        store(scores + jj, x);
-        top = x > top ? x : top;
-      }
+  // c·tanh(y/2) from y = 2x (the doubling is exact), in place over N vectors: the sign bit is set
+  // aside, t = exp(-|y|).
+  template <int N> ATTN_INLINE static void capped(V (&y)[N], T c, const T* exp_constants) {
+    I sign[N];
+    V t[N];
+#pragma GCC unroll 8
+    for (int v = 0; v < N; ++v) {
+      sign[v] = __builtin_bit_cast(I, y[v]) & std::numeric_limits<Lane>::min();
+      t[v] = __builtin_bit_cast(V, __builtin_bit_cast(I, y[v]) ^ sign[v]);
     }
+    tanh_exp_n<T, V, I, N>(t, exp_constants);
+#pragma GCC unroll 8
+    for (int v = 0; v < N; ++v) {
+      const V r = quotient(T(1) - t[v], T(1) + t[v]);
+      y[v] = __builtin_bit_cast(V, __builtin_bit_cast(I, r) ^ sign[v]) * c;
+    }
+  }
+  // scores[jj] = c·tanh(x) for N vectors from jj (see softcap_scores); their max joins `top`.
+  template <int N> ATTN_INLINE static void capped_scores(const Job<T>& job, T* scores, V& top) {
+    const T c = job.softcap, k = job.softcap_factor;
+    V x[N];
+#pragma GCC unroll 8
+    for (int v = 0; v < N; ++v)
+      x[v] = k != 0 ? load<V>(scores + v * W) * (2 * k) : load<V>(scores + v * W) * job.score_scale / c * T(2);
+    capped<N>(x, c, job.exp_constants);
+#pragma GCC unroll 8
+    for (int v = 0; v < N; ++v) {
+      store(scores + v * W, x[v]);
+      top = x[v] > top ? x[v] : top;
+    }
+  }
+  // Returns the max of the capped scores it wrote (the tile's max when they are all of it). Four
+  // vectors at a time, their chains side by side as in online_step's exps.
+  ATTN_INLINE static V softcap_scores(const Job<T>& job, T* scores, std::size_t from, std::size_t to) {
+    V top = splat<V>(-std::numeric_limits<T>::infinity());
+    std::size_t jj = from;
+    for (; jj + 4 * W <= to; jj += 4 * W) capped_scores<4>(job, scores + jj, top);
+    for (; jj < to; jj += W) capped_scores<1>(job, scores + jj, top);
     return top;
   }
 
@@ -848,8 +876,14 @@ template <class T, int W, class Parts = void> struct Core {
       T lane[W] = {};
       const std::size_t take = std::min<std::size_t>(W, count - i);
       std::copy(x + i, x + i + take, lane);
-      const V e = kTanh ? capped(load<V>(lane) * T(2), T(1)) : vector_exp<T, V, I>(load<V>(lane));
-      for (std::size_t l = 0; l < take; ++l) out[i + l] = e[l];
+      V e[1] = {load<V>(lane)};
+      if constexpr (kTanh) {
+        e[0] *= T(2);
+        capped<1>(e, T(1), ExpConstants<T>::table);
+      } else {
+        vector_exp_n<T, V, I, 1>(e, ExpConstants<T>::table);
+      }
+      for (std::size_t l = 0; l < take; ++l) out[i + l] = e[0][l];
     }
   }
 };
