@@ -68,7 +68,7 @@ template <> struct ExpConstants<float> {
   // lowest: ln(2^-126) rounded up; log2e; ln2 split as Cephes expf.c; shifter: t = y + 1.5·2^23
   // rounds y to an integer, kept in t's low bits; then the Cephes expf.c minimax polynomial:
   // e^r = 1 + r + r²·P(r), about 1 ulp on |r| <= ln2/2 (P's coefficients, highest first).
-  // Then the softcap's t = e^-z (tanh_exp), from [11]: the clamp 18, ln2 rounded to fp32, and
+  // Then the softcap's t = e^-z (tanh_exp_n), from [11]: the clamp 18, ln2 rounded to fp32, and
   // the minimax cubic of e^r = 1 + r + r²·P(r) for relative error on |r| <= 0.3469 (1.78u, found by
   // Lawson's algorithm in double and rounded to fp32; highest first).
   static constexpr float table[] = {-87.33654f,      1.44269504088896341f, 0.693359375f,    -2.12194440e-4f,
@@ -510,13 +510,13 @@ template <class T, int W, class Parts = void> struct Core {
   // does: inside the absolute slack below. The fold turns a division per score into a product (a
   // 512-bit division issues once every 5-10 cycles). 2x is formed as fl(dot·2k) = 2·fl(dot·k)
   // (exact in the normal range; finer below it; an overflow to ±inf gives ±c, off by < u). Then
-  // tanh(x) = sign(x)·(1 - t)/(1 + t), t = exp(-2|x|) (tanh_exp: in fp64 kernel_exp, where an
+  // tanh(x) = sign(x)·(1 - t)/(1 + t), t = exp(-2|x|) (tanh_exp_n: in fp64 kernel_exp, where an
   // argument below exp's range gives t = 0 and tanh 1; in fp32 |2x| clamped at 18). Its error,
   // against the band's model (verify/tensor_band.cpp, Step 2's softcap: tanh_ulps u relative plus
   // (exp_ulps + 1.5) u absolute):
   //  - t's relative error ε moves (1 - t)/(1 + t) by at most 2t|ε|/(1 + t)² absolutely (t in
   //    [0, 1]), <= η/2 = kKernelExpUlps·u for |ε| <= η = 2·kKernelExpUlps·u (kernel_exp's, in
-  //    fp64; max at t = 1); in fp32 tanh_exp bounds 2t|ε|/(1 + t)² itself, by 1.83u < 2u; t
+  //    fp64; max at t = 1); in fp32 tanh_exp_n bounds 2t|ε|/(1 + t)² itself, by 1.83u < 2u; t
   //    flushed to 0 below exp's range (fp64) errs by < 2e^-708, t clamped at e^-18 (fp32) by
   //    nothing (both quotients round to 1);
   //  - t >= 1/2: 1 - t is exact (Sterbenz) and only 1 + t and the quotient round: 2u relative;
