@@ -418,9 +418,9 @@ template <class T> class Scratch {
 };
 
 // ---- The kernel for one (T, vector width): inlined into a target-specific entry per ISA.
-// Parts: void, or a struct whose static pack, dot_products and accumulate run_item calls instead
-// of its own: the entries compile them out of line for their ISA (flash_attention.cpp), so that
-// GCC allocates each hot loop's registers apart from the rest of run_item.
+// Parts: the struct whose static pack, dot_products and accumulate run_item calls, this Core's own
+// compiled out of line for the entry's ISA (flash_attention.cpp), so that GCC allocates each hot
+// loop's registers apart from the rest of run_item; void where run_item is not used.
 template <class T, int W, class Parts = void> struct Core {
   using V = typename Simd<T, W>::V;
   using I = typename Simd<T, W>::I;
@@ -810,10 +810,7 @@ template <class T, int W, class Parts = void> struct Core {
     // Key tiles on the grid from key 0; those wholly before the window's left end are skipped.
     for (std::size_t j0 = block_begin / job.key_tile * job.key_tile; j0 < block_end; j0 += job.key_tile) {
       const std::size_t cols = std::min(job.key_tile, block_end - j0);
-      if constexpr (std::is_void_v<Parts>)
-        pack(job, k + j0 * job.k.row, v + j0 * job.v.row, cols, s);
-      else
-        Parts::pack(job, k + j0 * job.k.row, v + j0 * job.v.row, cols, s);
+      Parts::pack(job, k + j0 * job.k.row, v + j0 * job.v.row, cols, s);
       for (std::size_t r0 = 0; r0 < rows; r0 += kRows) {
         const std::size_t group = std::min(kRows, rows - r0);
         if (j0 >= key_end(job, e, b, i0 + r0 + group - 1)) continue;  // no key of the tile for these rows
@@ -832,10 +829,7 @@ template <class T, int W, class Parts = void> struct Core {
         }
         if (group_first >= group_cols) group_first = 0;  // no key of the tile for these rows after all
         const std::size_t score_cols = round_up(group_cols, kTile), start = group_first / kTile * kTile;
-        if constexpr (std::is_void_v<Parts>)
-          dot_products(job, q_rows, start, score_cols, s);
-        else
-          Parts::dot_products(job, q_rows, start, score_cols, s);
+        Parts::dot_products(job, q_rows, start, score_cols, s);
         RowTile tiles[kRows];
         for (std::size_t r = 0; r < kRows; ++r) {
           const std::size_t i = i0 + r0 + r;
@@ -847,10 +841,7 @@ template <class T, int W, class Parts = void> struct Core {
         }
         T alpha[kRows];
         online_step(job, s.scores, start, score_cols, tiles, s.row_max + r0, s.row_sum + r0 * kMaxLanes, alpha);
-        if constexpr (std::is_void_v<Parts>)
-          accumulate(job, alpha, group_first, group_cols, s.acc + r0 * dvp, s);
-        else
-          Parts::accumulate(job, alpha, group_first, group_cols, s.acc + r0 * dvp, s);
+        Parts::accumulate(job, alpha, group_first, group_cols, s.acc + r0 * dvp, s);
       }
     }
     // out = acc / sum. A row that saw no key has sum 0 and is written as exactly +0.0.
