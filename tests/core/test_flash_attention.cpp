@@ -31,11 +31,11 @@ template <class T> double max_exp_ulps(SimdLevel level) {
   // against the x87 extended-precision expl (64-bit significand, about 11 more bits than double).
   using C = std::numeric_limits<T>;
   const T lowest = sizeof(T) == 4 ? T(-87.33) : T(-708.3);
-  // Then 4096 consecutive values from the bottom of the range up, where 2^n is the smallest
-  // normal and the table-driven exp (AVX-512) has its least n and j = 0.
   const std::size_t count = 1u << 20;
   std::vector<T> x(count);
   for (std::size_t i = 0; i < count; ++i) x[i] = lowest * static_cast<T>(i) / static_cast<T>(count - 1);
+  // Then 4096 consecutive values from the bottom of the range up, where 2^n is the smallest
+  // normal and the table-driven exp (AVX-512) has its least n and j = 0.
   const T bottom = sizeof(T) == 4 ? T(-87.33654f) : T(-708.39);  // the kernel's flush point
   for (T v = bottom; x.size() < count + 4096; v = std::nextafter(v, T(0))) x.push_back(v);
   std::vector<T> e(x.size());
