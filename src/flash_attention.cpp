@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <memory>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "flash_attention_simd.hpp"
@@ -261,12 +262,25 @@ KernelStatus flash_attention(const FlashShape& shape, std::span<const double> Q,
   return run<double>(shape, Q, K, V, out, options, additive_mask);
 }
 
+std::size_t flash_tile_budget() {
+  static const std::size_t budget = [] {
+    constexpr std::size_t kLeast = 64 * 1024, kMost = 256 * 1024;
+    long l2 = 0;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);  // glibc: from CPUID; 0 or -1 when unknown
+#endif
+    if (l2 <= 0) return kLeast;
+    return std::clamp(static_cast<std::size_t>(l2) / 4, kLeast, kMost);
+  }();
+  return budget;
+}
+
 std::size_t flash_key_tile(const FlashShape& shape, const FlashOptions& options, std::size_t element_size) {
   if (options.key_tile) return *options.key_tile;
-  constexpr std::size_t kBudget = 64 * 1024;
+  const std::size_t budget = flash_tile_budget();
   const std::size_t row = (shape.head_dim_k + shape.head_dim_v) * element_size;
-  std::size_t tile = 128;
-  while (tile > 64 && tile * row > kBudget) tile /= 2;
+  std::size_t tile = 256;
+  while (tile > 64 && tile * row > budget) tile /= 2;
   return tile;
 }
 

@@ -73,7 +73,7 @@ struct FlashOptions {
                                              ///< converted once to the kernel's precision
   /// Queries per work item. Unset: flash_query_tile's choice, 512 rows, or fewer under a sliding window.
   std::optional<std::size_t> query_tile;
-  /// Keys per online step, rounded up to the SIMD tile. Unset: flash_key_tile's choice, 128 or 64
+  /// Keys per online step, rounded up to the SIMD tile. Unset: flash_key_tile's choice, 256, 128 or 64
   /// keys, 128 when that tile of K and V stays within 64 KiB.
   std::optional<std::size_t> key_tile;
   unsigned threads = 1;                      ///< 0 = std::thread::hardware_concurrency(); kept across calls (run_on_workers)
@@ -94,16 +94,23 @@ struct FlashOptions {
                                            std::span<const double> K, std::span<const double> V, std::span<double> out,
                                            const FlashOptions& options, std::span<const double> additive_mask = {});
 
-/// The widest SimdLevel this CPU runs.
-/// The key tile a call uses before the SIMD rounding: options.key_tile, or when unset 128 keys if
-/// their K and V rows, key_tile·(head_dim_k + head_dim_v)·element_size bytes, fit in 64 KiB, else
-/// 64: the tile the dot products and P·V re-read stays near a 48 KiB L1 with the scores beside it,
-/// and a key tile's fixed costs (the online step's per-row work, P·V's rescale) are spread over at
-/// least 64 keys. bench_attention (fp32, n = 2048, 2 threads): at hd 128 a tile of 64 keys ran at
-/// 64% of the FMA peak against 57% with 128; at hd 64, 128 keys beat 64; fp64 at hd 128 (Zen 5,
-/// n = 512 and 2048, best of 3 alternating runs): 64 keys 67-77% against 59-75% with 32.
+/// The key tile a call uses before the SIMD rounding: options.key_tile, or when unset the most of
+/// 256, 128 and 64 keys whose K and V rows, key_tile·(head_dim_k + head_dim_v)·element_size bytes,
+/// fit in a quarter of this CPU's L2 cache (flash_tile_budget), else 64. A key tile's fixed costs
+/// (each register tile's online step, α and P·V's rescale of its accumulators, the calls of the
+/// products, the diagonal's rounding) are spread over its keys, and every key tile streams the
+/// work item's queries and accumulators once more; the tile itself, re-read by every row group,
+/// stays in L2 beside them. Zen 5 (1 MiB L2, so 256 KiB; best of 3-4 alternating runs of
+/// bench_attention): 256 keys at fp32 hd 64 and 128 and fp64 hd 64, 128 at fp64 hd 128, were
+/// 3-8% faster than the 64 KiB budget before (128 keys at fp32 hd 64, else 64); 512 keys at fp64
+/// hd 64 (512 KiB) were 6-11% slower than 256. On the first machines a 128 KiB budget had been
+/// slower at n = 512 than 64 KiB (hd 128: 57% of the FMA peak against 64% at fp32).
 [[nodiscard]] std::size_t flash_key_tile(const FlashShape& shape, const FlashOptions& options,
                                          std::size_t element_size);
+
+/// flash_key_tile's budget in bytes: a quarter of the L2 cache the C library reports, within
+/// [64 KiB, 256 KiB]; 64 KiB when it reports none.
+[[nodiscard]] std::size_t flash_tile_budget();
 
 /// The query tile a call uses: options.query_tile, or when unset 512 rows (a packed key tile serves
 /// that many; 256 measured slower), or under a left window w >= 0 max(64, w) rows rounded up to 64
@@ -111,6 +118,7 @@ struct FlashOptions {
 /// window's own.
 [[nodiscard]] std::size_t flash_query_tile(const FlashOptions& options);
 
+/// The widest SimdLevel this CPU runs.
 [[nodiscard]] SimdLevel best_simd_level();
 
 /// Can this CPU run `level`? (automatic and baseline: always.)
