@@ -4,8 +4,8 @@
 //   BM_Products<T>/hd:   dot_products then accumulate over one key tile (flash_key_tile's size)
 //                        for 8 query rows (one register tile, two on AVX2), as run_item calls
 //                        them: GFLOP/s
-//   BM_OnlineStep<T>:    online_step over 8 rows of a 128-key tile (raw form, the max rising in
-//                        none of them): ns per score
+//   BM_OnlineStep<T>/softcap: online_step over 8 rows of a 128-key tile (the max rising in none
+//                        of them): raw form (softcap 0), or scaled with a softcap of 30: ns per score
 //   BM_Pack<T>/hd:       pack of one key tile from K and V rows in L2: ns per key
 // After the run, per precision and head dim: the products' share of the 1-thread FMA peak, each
 // other part's time per score against theirs (pack's per key spread over 512 query rows), and the
@@ -137,6 +137,12 @@ template <class T> void BM_Products(benchmark::State& state) {
 template <class T> void BM_OnlineStep(benchmark::State& state) {
   Setup<T> s(64, tile_step<T>());
   s.job.key_tile = 128;  // a fixed width for both precisions: the cost per score
+  const auto softcap = static_cast<T>(state.range(0));
+  if (softcap > 0) {  // as run() sets a softcap call up: scores scaled and capped before the max
+    s.job.scaled_scores = true;
+    s.job.score_scale = s.job.exp_scale, s.job.exp_scale = 1;
+    s.job.softcap = softcap, s.job.softcap_factor = s.job.score_scale / softcap;
+  }
   s.scratch = std::make_unique<Scratch<T>>(s.job);
   // Copies of the tile, each half restored while the other is read (the step overwrites scores with
   // weights): loads right after a copy's stores could wait on store forwarding, which the kernel's
@@ -164,7 +170,7 @@ template <class T> void BM_OnlineStep(benchmark::State& state) {
     half ^= 1;
   }
   const double count = static_cast<double>(kCopies / 2 * kTileScores) * static_cast<double>(state.iterations());
-  keep(std::string(name<T>()) + " online", 1e9 * seconds / count);
+  keep(std::string(name<T>()) + (softcap > 0 ? " online softcap" : " online"), 1e9 * seconds / count);
   state.counters["ns/score"] = benchmark::Counter(count, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
@@ -185,8 +191,8 @@ template <class T> void BM_Pack(benchmark::State& state) {
 
 BENCHMARK(BM_Products<float>)->ArgName("hd")->Arg(64)->Arg(128);
 BENCHMARK(BM_Products<double>)->ArgName("hd")->Arg(64)->Arg(128);
-BENCHMARK(BM_OnlineStep<float>);
-BENCHMARK(BM_OnlineStep<double>);
+BENCHMARK(BM_OnlineStep<float>)->ArgName("softcap")->Arg(0)->Arg(30);
+BENCHMARK(BM_OnlineStep<double>)->ArgName("softcap")->Arg(0)->Arg(30);
 BENCHMARK(BM_Pack<float>)->ArgName("hd")->Arg(64)->Arg(128);
 BENCHMARK(BM_Pack<double>)->ArgName("hd")->Arg(64)->Arg(128);
 
@@ -216,6 +222,10 @@ int main(int argc, char** argv) {
                   "pack +%.1f%%: at most %.1f%% of peak\n",
                   key.c_str(), p_ns, 100 * 4.0 * hd / p_ns / peak, peak, 100 * o_ns / p_ns, 100 * k_ns / p_ns,
                   100 * 4.0 * hd / (p_ns + o_ns + k_ns) / peak);
+      const auto capped = best_ns.find(p + " online softcap");
+      if (capped != best_ns.end())
+        std::printf("  %s: the online step with a softcap +%.1f%% (the softcap's own +%.1f%%)\n", key.c_str(),
+                    100 * capped->second / p_ns, 100 * (capped->second - o_ns) / p_ns);
     }
   }
   return 0;

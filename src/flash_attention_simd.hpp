@@ -830,9 +830,14 @@ template <class T, int W, class Parts = void> struct Core {
     if (job.sinks != nullptr)
       for (std::size_t r = 0; r < rows_padded; ++r) s.row_sum[r * kMaxLanes] = T(1);
 
-    // Key tiles on the grid from key 0; those wholly before the window's left end are skipped.
-    for (std::size_t j0 = block_begin / job.key_tile * job.key_tile; j0 < block_end; j0 += job.key_tile) {
-      const std::size_t cols = std::min(job.key_tile, block_end - j0);
+    // Key tiles on the grid from key 0, the first cut to start at the block's first key (rounded
+    // down to the register tile's columns): under a window the block's keys start far from key 0,
+    // and a whole first tile packed up to a tile of keys before them. The tiles' ends, where rows
+    // rescale, stay on the grid: a window computes exactly what its mask does (their test compares
+    // bits).
+    for (std::size_t j0 = block_begin / kTile * kTile, j1 = 0; j0 < block_end; j0 = j1) {
+      j1 = std::min(block_end, (j0 / job.key_tile + 1) * job.key_tile);
+      const std::size_t cols = j1 - j0;
       Parts::pack(job, k + j0 * job.k.row, v + j0 * job.v.row, cols, s);
       for (std::size_t r0 = 0; r0 < rows; r0 += kRows) {
         const std::size_t group = std::min(kRows, rows - r0);
