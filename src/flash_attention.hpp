@@ -74,7 +74,8 @@ struct FlashOptions {
   /// Queries per work item. Unset: flash_query_tile's choice, 512 rows, or fewer under a sliding window.
   std::optional<std::size_t> query_tile;
   /// Keys per online step, rounded up to the SIMD tile. Unset: flash_key_tile's choice, 256, 128 or 64
-  /// keys, 128 when that tile of K and V stays within 64 KiB.
+  /// keys, the most whose K and V rows fit a quarter of the L2 cache (so the default, and with it
+  /// the output's last bits, can differ between machines whose L2 differs).
   std::optional<std::size_t> key_tile;
   unsigned threads = 1;                      ///< 0 = std::thread::hardware_concurrency(); kept across calls (run_on_workers)
   SimdLevel simd = SimdLevel::automatic;

@@ -482,8 +482,8 @@ template <class T, int W, class Parts = void> struct Core {
     }
     // Copied even when V's rows need no padding: read in place (unaligned, from the caller's
     // buffer) they cost the kernel a fifth of its speed (bench_attention, fp32 n = 2048, hd 64).
-    // Whole vectors when dv is a multiple of W (memcpy's call per row took 2% of an fp64 causal
-    // call at n = 512, hd 64, perf).
+    // Whole vectors when dv needs no padding (a multiple of kTile): memcpy's call per row took 2%
+    // of an fp64 causal call at n = 512, hd 64 (perf).
     if (dv == dvp) {
       for (std::size_t jj = 0; jj < cols; ++jj) {
         prefetch_rows(v, job.v.row, dv, jj + kPrefetchRows, std::min(jj + kPrefetchRows + 1, cols));
