@@ -103,7 +103,7 @@ struct FlashOptions {
 /// work item's queries and accumulators once more; the tile itself, re-read by every row group,
 /// stays in L2 beside them. Zen 5 (1 MiB L2, so 256 KiB; best of 3-4 alternating runs of
 /// bench_attention): 256 keys at fp32 hd 64 and 128 and fp64 hd 64, 128 at fp64 hd 128, were
-/// 3-8% faster than the 64 KiB budget before (128 keys at fp32 hd 64, else 64); 512 keys at fp64
+/// 3-12% faster than the 64 KiB budget before (128 keys at fp32 hd 64, else 64); 512 keys at fp64
 /// hd 64 (512 KiB) were 6-11% slower than 256. On the first machines a 128 KiB budget had been
 /// slower at n = 512 than 64 KiB (hd 128: 57% of the FMA peak against 64% at fp32).
 [[nodiscard]] std::size_t flash_key_tile(const FlashShape& shape, const FlashOptions& options,
