@@ -83,10 +83,15 @@ template <> struct ExpConstants<float> {
                                     0x1p+0f,         0x1.0b5586p+0f,       0x1.172b84p+0f,   0x1.2387a6p+0f,
                                     0x1.306fe0p+0f,  0x1.3dea64p+0f,       0x1.4bfdaep+0f,   0x1.5ab07ep+0f,
                                     0x1.6a09e6p+0f,  0x1.7a1148p+0f,       0x1.8ace54p+0f,   0x1.9c4918p+0f,
-                                    0x1.ae89fap+0f,  0x1.c199bep+0f,       0x1.d5818ep+0f,   0x1.ea4afap+0f};
+                                    0x1.ae89fap+0f,  0x1.c199bep+0f,       0x1.d5818ep+0f,   0x1.ea4afap+0f,
+                                    // [40] the softcap's tanh on |x| <= 1 (tanh_near_zero): P's coefficients,
+                                    // lowest first.
+                                    -0x1.55553cp-2f, 0x1.110be2p-3f,       -0x1.b96222p-5f,  0x1.600992p-6f,
+                                    -0x1.0460c6p-7f, 0x1.2da4fcp-9f,       -0x1.77dd3ap-12f};
   static constexpr float lowest = table[0];
   // The table-driven exp's entries: 2^(j/kSteps) per step j, the constants before them.
   static constexpr int kSteps = 16, kScale = 17, kFirstCoefficient = 20, kLastCoefficient = 23, kTable = 24;
+  static constexpr int kTanh = 40, kTanhDegree = 6;
 };
 template <> struct ExpConstants<double> {
   static constexpr int bias = 1023, mantissa_bits = 52;
@@ -101,9 +106,15 @@ template <> struct ExpConstants<double> {
       // coefficients are [10, 17] above: 1/8! .. 1/1!), then 2^(j/8) for j = 0..7, each rounded.
       0x1.71547652b82fep+3, 0x1.62e4p-4, 0x1.7f7d1cf79abcap-23, 0x1p+0, 0x1.172b83c7d517bp+0,
       0x1.306fe0a31b715p+0, 0x1.4bfdad5362a27p+0, 0x1.6a09e667f3bcdp+0, 0x1.8ace5422aa0dbp+0,
-      0x1.ae89f995ad3adp+0, 0x1.d5818dcfba487p+0};
+      0x1.ae89f995ad3adp+0, 0x1.d5818dcfba487p+0,
+      // [30] the softcap's tanh on |x| <= 1 (tanh_near_zero): P's coefficients, lowest first.
+      -0x1.555555555550fp-2, 0x1.111111110d81fp-3, -0x1.ba1ba1b811ee7p-5, 0x1.664f4836cc13fp-6,
+      -0x1.226e2ec22decp-7, 0x1.d6d3103545206p-9, -0x1.7d9bcdfb68147p-10, 0x1.352147dd300ebp-11,
+      -0x1.f336d3f9b1c74p-13, 0x1.8d7c8ce9595a7p-14, -0x1.2eb76f0547d99p-15, 0x1.9e1b395aa4b1bp-17,
+      -0x1.cafb5820b989bp-19, 0x1.5f614322e1946p-21, -0x1.0d440288cc0f3p-24};
   static constexpr double lowest = table[0];
   static constexpr int kSteps = 8, kScale = 19, kFirstCoefficient = 10, kLastCoefficient = 17, kTable = 22;
+  static constexpr int kTanh = 30, kTanhDegree = 14;
 };
 
 // `constants`: ExpConstants<T>::table, or a copy of it the compiler cannot see into. The hot loops
@@ -269,6 +280,54 @@ template <class T, class V, class I, int N> ATTN_INLINE void tanh_exp_n(V (&z)[N
       z[v] = __builtin_bit_cast(V, __builtin_bit_cast(I, p[v]) + (__builtin_bit_cast(I, t[v]) << C::mantissa_bits));
     }
   }
+}
+
+// ---- tanh x for |x| <= 1 (a softcapped score within the cap, |s| <= c) by a polynomial: with
+// a = |x|, tanh a = a + a·w·P(w), w = a², P(w) = (tanh(√w)/√w - 1)/w, and P̂ the minimax polynomial for
+// tanh's relative error on [0, 1] (Remez), degree 6 (fp32) or 14 (fp64), its coefficients rounded
+// to nearest in T (ExpConstants::table from kTanh; scripts/tanh-polynomial fits them and checks
+// every figure here). Its error, relative to tanh a (u = 2^-24, 2^-53):
+//  - approximation: |a(1 + w·P̂(w)) - tanh a| <= α·u·tanh a, α = 0.094 (fp32) and 0.437 (fp64):
+//    the worst with the rounded coefficients over 20000 points of (0, 1] in 50-digit arithmetic
+//    (a polynomial's difference with an analytic function, smooth at that spacing; Remez's own
+//    level is 0.078u and 0.107u, the rounding of 15 fp64 coefficients costs the rest);
+//  - roundings: ŵ = fl(a²) = w(1 + δ1); Horner's steps round once each when fused (twice
+//    unfused: the product, then the sum); z = fl(a·ŵ); the result is fl(z·p̂ + a), one rounding
+//    fused. Only the correction a·w·P̂ carries the inner roundings, and it is at most
+//    ρ = a/tanh a - 1 <= 1/tanh 1 - 1 = 0.313 of tanh a. Its relative error is, to first order,
+//    at most (2 + H + D)u: δ1 and z's rounding, H = Σ_k |p_k|·w^k/|P̂| for Horner's (p_k its k-th
+//    partial value), D = w·|P̂'|/|P̂| for δ1 seen through P̂; unfused (3 + H' + D)u, the product
+//    z·p̂'s rounding and H' = H + Σ_k |p_(k+1)|·w^(k+1)/|P̂| for the products inside Horner. So
+//    ρ·(2 + H + D) + 1 <= 2.24u fused and ρ·(3 + H' + D) + 1 <= 2.76u unfused over [0, 1] (both
+//    worst at a = 1; 4000 points);
+//  - in all <= 2.33u (fp32) and 2.68u (fp64) fused, 2.85u and 3.20u unfused, + O(u²): within
+//    kKernelTanhNearZeroUlps = 3.3, relative, with no use of kernel_tanh's absolute part. Below the
+//    normal range ŵ or z errs by <= 2^-150 (fp64 2^-1075) absolutely, times |P̂| < 1/3 in the
+//    result: inside that absolute part.
+// fl(a²) <= 1 exactly when a <= 1 (1's successor 1 + 2u squares to above 1 + 4u, which rounds to
+// 1 + 4u), so a test of ŵ <= 1 selects a <= 1 exactly. In place over N vectors, x -> tanh x, from
+// x and w = fl(x²): the steps are odd in x (a = |x| above), but for x = -0 the sum gives +0.
+template <class T, class V, int N> ATTN_INLINE void tanh_near_zero(V (&x)[N], const V (&w)[N], const T* k) {
+  using C = ExpConstants<T>;
+  V p[N];
+#pragma GCC unroll 8
+  for (int v = 0; v < N; ++v) p[v] = w[v] * k[C::kTanh + C::kTanhDegree] + k[C::kTanh + C::kTanhDegree - 1];
+#pragma GCC unroll 16
+  for (int j = C::kTanhDegree - 2; j >= 0; --j)
+#pragma GCC unroll 8
+    for (int v = 0; v < N; ++v) p[v] = p[v] * w[v] + k[C::kTanh + j];
+#pragma GCC unroll 8
+  for (int v = 0; v < N; ++v) x[v] = (x[v] * w[v]) * p[v] + x[v];
+}
+
+// Whether any bit of an integer vector is set. Built from integer arithmetic, never from a vector
+// comparison: with AVX-512F alone (no DQ) GCC cannot turn a comparison's mask register into a
+// vector and splits it into scalar compares, 16 per vector.
+template <class I> ATTN_INLINE bool any_bit(const I& m) {
+  std::uint64_t words[sizeof(I) / 8], any = 0;
+  std::memcpy(words, &m, sizeof m);
+  for (std::uint64_t word : words) any |= word;
+  return any != 0;
 }
 
 // ---- Horizontal max and sum of a vector by halving (log2 W steps instead of a chain of W): the
@@ -531,12 +590,12 @@ template <class T, int W, class Parts = void> struct Core {
   // normal was rounded up from below it; the band's γ's absorb that). A subnormal fl(dot·k) errs
   // by <= 2^-150 (fp32; 2^-1075 fp64) absolutely, c·2^-150 in score units, as the division's
   // does: inside the absolute slack below. The fold turns a division per score into a product (a
-  // 512-bit division issues once every 5-10 cycles). 2x is formed as fl(dot·2k) = 2·fl(dot·k)
-  // (exact in the normal range; finer below it; an overflow to ±inf gives ±c, off by < u). Then
-  // tanh(x) = sign(x)·(1 - t)/(1 + t), t = exp(-2|x|) (tanh_exp_n: in fp64 kernel_exp, where an
-  // argument below exp's range gives t = 0 and tanh 1; in fp32 |2x| clamped at 18). Its error,
-  // against the band's model (verify/tensor_band.cpp, Step 2's softcap: tanh_ulps u relative plus
-  // (exp_ulps + 1.5) u absolute):
+  // 512-bit division issues once every 5-10 cycles). Then (capped) tanh(x) = sign(x)·tanh|x|:
+  // for |x| <= 1 a polynomial, relative error <= 3.20u (tanh_near_zero, derived there); beyond,
+  // (1 - t)/(1 + t), t = exp(-2|x|), 2|x| = |x| + |x| exact (an overflow to +inf gives ±c, off by
+  // < u; tanh_exp_n: in fp64 kernel_exp, where an argument below exp's range gives t = 0 and
+  // tanh 1; in fp32 |2x| clamped at 18). Both within the band's model (verify/tensor_band.cpp,
+  // Step 2's softcap: tanh_ulps u relative plus (exp_ulps + 1.5) u absolute); the second's error:
   //  - t's relative error ε moves (1 - t)/(1 + t) by at most 2t|ε|/(1 + t)² absolutely (t in
   //    [0, 1]), <= η/2 = kKernelExpUlps·u for |ε| <= η = 2·kKernelExpUlps·u (kernel_exp's, in
   //    fp64; max at t = 1); in fp32 tanh_exp_n bounds 2t|ε|/(1 + t)² itself, by 1.83u < 2u; t
@@ -562,8 +621,9 @@ template <class T, int W, class Parts = void> struct Core {
   //    band's 4 (the default tanh_ulps) relative plus (exp_ulps + 1.5)u absolute while the band's
   //    exp_ulps >= kKernelExpUlps - 1.42 (the defaults leave 1.42u spare, which also holds the
   //    subnormal rounding of x). The product by c is the band's last rounding. kernel_tanh
-  //    exposes this for tests (measured over every fp32 in [0, 10] at each SIMD level: at most
-  //    0.56 of this bound, |error| <= 1.96u; odd by construction, and 1 from |x| = 8.67 on).
+  //    exposes this for tests (every fp32 in [1/32, 12] and samples of the whole range, at each
+  //    SIMD level: at most 0.33 of this bound; on |x| <= 1 at most 1.61u relative without FMA and
+  //    1.35u with it, 0.49 of kKernelTanhNearZeroUlps; odd by construction, 1 from |x| = 8.67 on).
   // GCC only: clang checks an asm operand's register size where the template is instantiated,
   // before this Core is inlined into its AVX-512 entry, and refuses a zmm there; clang builds (the
   // fuzzers) divide.
@@ -583,21 +643,39 @@ template <class T, int W, class Parts = void> struct Core {
       return a / d;
     }
   }
-  // c·tanh(y/2) from y = 2x (the doubling is exact), in place over N vectors: the sign bit is set
-  // aside, t = exp(-|y|).
-  template <int N> ATTN_INLINE static void capped(V (&y)[N], T c, const T* exp_constants) {
-    I sign[N];
-    V t[N];
+  // c·tanh(x) in place over N vectors: the polynomial where |x| <= 1 (tanh_near_zero; a score
+  // within the cap), and only where some lane of the N vectors lies beyond, (1 - t)/(1 + t) with
+  // t = exp(-(a + a)), a = |x| (the doubling is exact; an overflow to +inf gives t = 0 and tanh 1)
+  // for the lanes beyond. Then x's sign is put on the result, so tanh is odd, -0 included. Each
+  // lane's value depends on its own x alone, not on its neighbours.
+  template <int N> ATTN_INLINE static void capped(V (&x)[N], T c, const T* exp_constants) {
+    constexpr Lane one = __builtin_bit_cast(Lane, T(1)), sign = std::numeric_limits<Lane>::min();
+    I far{};
+    V w[N], r[N];
 #pragma GCC unroll 8
     for (int v = 0; v < N; ++v) {
-      sign[v] = __builtin_bit_cast(I, y[v]) & std::numeric_limits<Lane>::min();
-      t[v] = __builtin_bit_cast(V, __builtin_bit_cast(I, y[v]) ^ sign[v]);
+      w[v] = x[v] * x[v];
+      // negative where w > 1 or w is +NaN (w >= 0 or NaN: its bits order as its value); a lane of
+      // -NaN (x86's default NaN, kept by x·x) stays on the polynomial, which gives NaN too
+      far |= one - __builtin_bit_cast(I, w[v]);
+      r[v] = x[v];
     }
-    tanh_exp_n<T, V, I, N>(t, exp_constants);
+    tanh_near_zero<T, V, N>(r, w, exp_constants);
+    if (any_bit(far & sign)) {
+      V t[N];
+#pragma GCC unroll 8
+      for (int v = 0; v < N; ++v) {
+        const V a = __builtin_bit_cast(V, __builtin_bit_cast(I, x[v]) & ~sign);
+        t[v] = a + a;
+      }
+      tanh_exp_n<T, V, I, N>(t, exp_constants);
+#pragma GCC unroll 8
+      for (int v = 0; v < N; ++v) r[v] = w[v] <= T(1) ? r[v] : quotient(T(1) - t[v], T(1) + t[v]);
+    }
 #pragma GCC unroll 8
     for (int v = 0; v < N; ++v) {
-      const V r = quotient(T(1) - t[v], T(1) + t[v]);
-      y[v] = __builtin_bit_cast(V, __builtin_bit_cast(I, r) ^ sign[v]) * c;
+      const I bits = (__builtin_bit_cast(I, r[v]) & ~sign) | (__builtin_bit_cast(I, x[v]) & sign);
+      x[v] = __builtin_bit_cast(V, bits) * c;
     }
   }
   // scores[jj] = c·tanh(x) for N vectors from jj (see softcap_scores); their max joins `top`.
@@ -606,7 +684,7 @@ template <class T, int W, class Parts = void> struct Core {
     V x[N];
 #pragma GCC unroll 8
     for (int v = 0; v < N; ++v)
-      x[v] = k != 0 ? load<V>(scores + v * W) * (2 * k) : load<V>(scores + v * W) * job.score_scale / c * T(2);
+      x[v] = k != 0 ? load<V>(scores + v * W) * k : load<V>(scores + v * W) * job.score_scale / c;
     capped<N>(x, c, job.exp_constants);
 #pragma GCC unroll 8
     for (int v = 0; v < N; ++v) {
@@ -889,7 +967,7 @@ template <class T, int W, class Parts = void> struct Core {
     }
   }
 
-  // The kernel's exp (tanh: false) or softcap tanh (true, c = 1: y = 2x, exact) elementwise.
+  // The kernel's exp (tanh: false) or softcap tanh (true, c = 1) elementwise.
   template <bool kTanh> ATTN_INLINE static void elementwise_span(const T* x, T* out, std::size_t count) {
     for (std::size_t i = 0; i < count; i += W) {
       T lane[W] = {};
@@ -897,7 +975,6 @@ template <class T, int W, class Parts = void> struct Core {
       std::copy(x + i, x + i + take, lane);
       V e[1] = {load<V>(lane)};
       if constexpr (kTanh) {
-        e[0] *= T(2);
         capped<1>(e, T(1), ExpConstants<T>::table);
       } else {
         vector_exp_n<T, V, I, 1>(e, ExpConstants<T>::table);

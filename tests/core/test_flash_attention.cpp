@@ -68,7 +68,18 @@ template <class T> double tanh_excess(T x, T t) {
   return static_cast<double>(std::fabs(t - exact) / bound);
 }
 
-template <class T> double worst_tanh_excess(SimdLevel level) {
+// On 0 < |x| <= 1 the bound is relative only (kKernelTanhNearZeroUlps): |t - tanh x| over it.
+template <class T> double tanh_near_zero_excess(T x, T t) {
+  const long double u = std::ldexp(1.0L, -std::numeric_limits<T>::digits);
+  const long double exact = std::tanh(static_cast<long double>(x));
+  return static_cast<double>(std::fabs(t - exact) / (kKernelTanhNearZeroUlps * u * std::fabs(exact)));
+}
+
+struct TanhExcess {
+  double everywhere = 0, near_zero = 0;  // the largest |error| / bound, and on 0 < |x| <= 1
+};
+
+template <class T> TanhExcess worst_tanh_excess(SimdLevel level) {
   using C = std::numeric_limits<T>;
   std::vector<T> x = {T(0), -T(0), C::infinity(), -C::infinity(), C::max(), -C::max(), T(0.1732868), T(-0.1732868)};
   const std::size_t count = 1u << 20;
@@ -76,9 +87,10 @@ template <class T> double worst_tanh_excess(SimdLevel level) {
   for (T v = C::min(); v < T(1e4); v *= T(1.01)) x.push_back(v), x.push_back(-v);
   std::vector<T> t(x.size());
   EXPECT_EQ(kernel_tanh(std::span<const T>(x), std::span<T>(t), level), KernelStatus::ok);
-  double worst = 0;  // the largest |error| / bound
+  TanhExcess worst;
   for (std::size_t i = 0; i < x.size(); ++i) {
-    worst = std::max(worst, tanh_excess(x[i], t[i]));
+    worst.everywhere = std::max(worst.everywhere, tanh_excess(x[i], t[i]));
+    if (x[i] != 0 && std::fabs(x[i]) <= 1) worst.near_zero = std::max(worst.near_zero, tanh_near_zero_excess(x[i], t[i]));
     if (std::signbit(t[i]) != std::signbit(x[i])) ADD_FAILURE() << "tanh(" << x[i] << ") = " << t[i];
   }
   return worst;
@@ -86,8 +98,14 @@ template <class T> double worst_tanh_excess(SimdLevel level) {
 
 TEST(KernelTanh, WithinDocumentedBoundEverywhere) {
   for (SimdLevel level : supported_levels()) {
-    EXPECT_LE(worst_tanh_excess<float>(level), 1.0) << level_name(level);
-    EXPECT_LE(worst_tanh_excess<double>(level), 1.0) << level_name(level);
+    const TanhExcess f = worst_tanh_excess<float>(level), d = worst_tanh_excess<double>(level);
+    EXPECT_LE(f.everywhere, 1.0) << level_name(level);
+    EXPECT_LE(d.everywhere, 1.0) << level_name(level);
+    EXPECT_LE(f.near_zero, 1.0) << level_name(level);
+    EXPECT_LE(d.near_zero, 1.0) << level_name(level);
+    std::printf("KernelTanh %s: sampled, within %.3f (fp32) and %.3f (fp64) of the bound; on |x| <= 1 within "
+                "%.3f and %.3f of the relative bound\n",
+                level_name(level), f.everywhere, d.everywhere, f.near_zero, d.near_zero);
   }
 }
 
@@ -101,8 +119,8 @@ TEST(KernelTanh, EveryFp32FromOneThirtySecondToTwelveWithinBound) {
   constexpr std::uint32_t kChunk = 1u << 20;
   std::vector<float> x(kChunk), t(kChunk);
   for (SimdLevel level : supported_levels()) {
-    double worst = 0;
-    float worst_x = 0;
+    double worst = 0, worst_near_zero = 0;
+    float worst_x = 0, worst_near_zero_x = 0;
     for (std::uint32_t begin = first; begin <= last; begin += kChunk) {
       const std::uint32_t count = std::min(kChunk, last - begin + 1);
       for (std::uint32_t i = 0; i < count; ++i) x[i] = std::bit_cast<float>(begin + i);
@@ -111,11 +129,18 @@ TEST(KernelTanh, EveryFp32FromOneThirtySecondToTwelveWithinBound) {
       for (std::uint32_t i = 0; i < count; ++i) {
         const double excess = tanh_excess(x[i], t[i]);
         if (excess > worst) worst = excess, worst_x = x[i];
+        if (x[i] <= 1) {
+          const double relative = tanh_near_zero_excess(x[i], t[i]);
+          if (relative > worst_near_zero) worst_near_zero = relative, worst_near_zero_x = x[i];
+        }
       }
     }
     EXPECT_LE(worst, 1.0) << level_name(level) << ": worst at x = " << worst_x;
-    std::printf("KernelTanh %s: every fp32 in [1/32, 12] within %.3f of the bound (worst at x = %.9g)\n",
-                level_name(level), worst, static_cast<double>(worst_x));
+    EXPECT_LE(worst_near_zero, 1.0) << level_name(level) << ": worst at x = " << worst_near_zero_x;
+    std::printf("KernelTanh %s: every fp32 in [1/32, 12] within %.3f of the bound (worst at x = %.9g); in [1/32, 1] "
+                "within %.3f of the relative bound (%.2fu, worst at x = %.9g)\n",
+                level_name(level), worst, static_cast<double>(worst_x), worst_near_zero,
+                worst_near_zero * kKernelTanhNearZeroUlps, static_cast<double>(worst_near_zero_x));
   }
 }
 
