@@ -145,10 +145,10 @@ struct FlashOptions {
 /// (u the unit roundoff of T; derived beside softcap_scores in flash_attention_simd.hpp), within
 /// the band's softcap model (Arithmetic::tanh_ulps = 4 relative, exp_ulps + 1.5 absolute).
 inline constexpr double kKernelTanhUlps = 4.0;
-/// On |x| <= 1 (a score within the cap) kernel_tanh is a polynomial and its error is relative
-/// only: at most kKernelTanhNearZeroUlps·u·|tanh x| (derived beside tanh_near_zero in
-/// flash_attention_simd.hpp: 2.33u fp32, 2.68u fp64 with FMA; 2.85u and 3.20u without).
-inline constexpr double kKernelTanhNearZeroUlps = 3.3;
+/// In fp32 on |x| <= 1 (a score within the cap) kernel_tanh is a polynomial and its error is
+/// relative only: at most kKernelTanhNearZeroUlps·u·|tanh x| (derived beside tanh_near_zero in
+/// flash_attention_simd.hpp: 2.33u with FMA, 2.85u without). fp64 has kKernelTanhUlps' bound only.
+inline constexpr double kKernelTanhNearZeroUlps = 3.0;
 
 /// Relative error bound of kernel_exp on [-87.33, 0] (fp32) and [-708.39, 0] (fp64), in ulps of
 /// the result; below that range the result is flushed to +0. Source: measured against the x87

@@ -106,15 +106,9 @@ template <> struct ExpConstants<double> {
       // coefficients are [10, 17] above: 1/8! .. 1/1!), then 2^(j/8) for j = 0..7, each rounded.
       0x1.71547652b82fep+3, 0x1.62e4p-4, 0x1.7f7d1cf79abcap-23, 0x1p+0, 0x1.172b83c7d517bp+0,
       0x1.306fe0a31b715p+0, 0x1.4bfdad5362a27p+0, 0x1.6a09e667f3bcdp+0, 0x1.8ace5422aa0dbp+0,
-      0x1.ae89f995ad3adp+0, 0x1.d5818dcfba487p+0,
-      // [30] the softcap's tanh on |x| <= 1 (tanh_near_zero): P's coefficients, lowest first.
-      -0x1.555555555550fp-2, 0x1.111111110d81fp-3, -0x1.ba1ba1b811ee7p-5, 0x1.664f4836cc13fp-6,
-      -0x1.226e2ec22decp-7, 0x1.d6d3103545206p-9, -0x1.7d9bcdfb68147p-10, 0x1.352147dd300ebp-11,
-      -0x1.f336d3f9b1c74p-13, 0x1.8d7c8ce9595a7p-14, -0x1.2eb76f0547d99p-15, 0x1.9e1b395aa4b1bp-17,
-      -0x1.cafb5820b989bp-19, 0x1.5f614322e1946p-21, -0x1.0d440288cc0f3p-24};
+      0x1.ae89f995ad3adp+0, 0x1.d5818dcfba487p+0};
   static constexpr double lowest = table[0];
   static constexpr int kSteps = 8, kScale = 19, kFirstCoefficient = 10, kLastCoefficient = 17, kTable = 22;
-  static constexpr int kTanh = 30, kTanhDegree = 14;
 };
 
 // `constants`: ExpConstants<T>::table, or a copy of it the compiler cannot see into. The hot loops
@@ -282,15 +276,14 @@ template <class T, class V, class I, int N> ATTN_INLINE void tanh_exp_n(V (&z)[N
   }
 }
 
-// ---- tanh x for |x| <= 1 (a softcapped score within the cap, |s| <= c) by a polynomial: with
-// a = |x|, tanh a = a + a·w·P(w), w = a², P(w) = (tanh(√w)/√w - 1)/w, and P̂ the minimax polynomial for
-// tanh's relative error on [0, 1] (Remez), degree 6 (fp32) or 14 (fp64), its coefficients rounded
-// to nearest in T (ExpConstants::table from kTanh; scripts/tanh-polynomial fits them and checks
-// every figure here). Its error, relative to tanh a (u = 2^-24, 2^-53):
-//  - approximation: |a(1 + w·P̂(w)) - tanh a| <= α·u·tanh a, α = 0.094 (fp32) and 0.437 (fp64):
-//    the worst with the rounded coefficients over 20000 points of (0, 1] in 50-digit arithmetic
-//    (a polynomial's difference with an analytic function, smooth at that spacing; Remez's own
-//    level is 0.078u and 0.107u, the rounding of 15 fp64 coefficients costs the rest);
+// ---- fp32 tanh x for |x| <= 1 (a softcapped score within the cap, |s| <= c) by a polynomial:
+// with a = |x|, tanh a = a + a·w·P(w), w = a², P(w) = (tanh(√w)/√w - 1)/w, and P̂ the minimax
+// polynomial of degree 6 for tanh's relative error on [0, 1] (Remez), its coefficients rounded to
+// nearest in fp32 (ExpConstants<float>::table from kTanh; scripts/tanh-polynomial fits them and
+// checks every figure here). Its error, relative to tanh a (u = 2^-24):
+//  - approximation: |a(1 + w·P̂(w)) - tanh a| <= α·u·tanh a, α = 0.094: the worst with the rounded
+//    coefficients over 20000 points of (0, 1] in 50-digit arithmetic (a polynomial's difference
+//    with an analytic function, smooth at that spacing; Remez's own level is 0.078u);
 //  - roundings: ŵ = fl(a²) = w(1 + δ1); Horner's steps round once each when fused (twice
 //    unfused: the product, then the sum); z = fl(a·ŵ); the result is fl(z·p̂ + a), one rounding
 //    fused. Only the correction a·w·P̂ carries the inner roundings, and it is at most
@@ -299,15 +292,17 @@ template <class T, class V, class I, int N> ATTN_INLINE void tanh_exp_n(V (&z)[N
 //    partial value), D = w·|P̂'|/|P̂| for δ1 seen through P̂; unfused (3 + H' + D)u, the product
 //    z·p̂'s rounding and H' = H + Σ_k |p_(k+1)|·w^(k+1)/|P̂| for the products inside Horner. So
 //    ρ·(2 + H + D) + 1 <= 2.24u fused and ρ·(3 + H' + D) + 1 <= 2.76u unfused over [0, 1] (both
-//    worst at a = 1; 4000 points);
-//  - in all <= 2.33u (fp32) and 2.68u (fp64) fused, 2.85u and 3.20u unfused, + O(u²): within
-//    kKernelTanhNearZeroUlps = 3.3, relative, with no use of kernel_tanh's absolute part. Below the
-//    normal range ŵ or z errs by <= 2^-150 (fp64 2^-1075) absolutely, times |P̂| < 1/3 in the
-//    result: inside that absolute part.
+//    worst at a = 1; 4000 points; a mix of fused and unfused steps lies between). This is loose:
+//    δ1 enters z and P̂(ŵ) with opposite signs (P̂ < 0 < P̂'), so |1 + w·P̂'/P̂| = 1 - D would do;
+//  - in all <= 2.33u fused and 2.85u unfused, + O(u²) (about 10^-6 u): within
+//    kKernelTanhNearZeroUlps = 3, relative. Below the normal range ŵ or z errs by <= 2^-150
+//    absolutely and by less than a³ (they underflow only when a³ < 2^-126): times |P̂| < 1/3, at
+//    most min(a², 2^-150/a)/3 <= 2^-101 relative to tanh a, under the O(u²) term.
 // fl(a²) <= 1 exactly when a <= 1 (1's successor 1 + 2u squares to above 1 + 4u, which rounds to
 // 1 + 4u), so a test of ŵ <= 1 selects a <= 1 exactly. In place over N vectors, x -> tanh x, from
 // x and w = fl(x²): the steps are odd in x (a = |x| above), but for x = -0 the sum gives +0.
 template <class T, class V, int N> ATTN_INLINE void tanh_near_zero(V (&x)[N], const V (&w)[N], const T* k) {
+  static_assert(std::is_same_v<T, float>, "fp64 takes the exp path (capped)");
   using C = ExpConstants<T>;
   V p[N];
 #pragma GCC unroll 8
@@ -605,8 +600,8 @@ template <class T, int W, class Parts = void> struct Core {
   // by <= 2^-150 (fp32; 2^-1075 fp64) absolutely, c·2^-150 in score units, as the division's
   // does: inside the absolute slack below. The fold turns a division per score into a product (a
   // 512-bit division issues once every 5-10 cycles). Then (capped) tanh(x) = sign(x)·tanh|x|:
-  // for |x| <= 1 a polynomial, relative error <= 3.20u (tanh_near_zero, derived there); beyond,
-  // (1 - t)/(1 + t), t = exp(-2|x|), 2|x| = |x| + |x| exact (an overflow to +inf gives ±c, off by
+  // in fp32 for |x| <= 1 a polynomial, relative error <= 2.85u (tanh_near_zero, derived there);
+  // beyond, and everywhere in fp64, (1 - t)/(1 + t), t = exp(-2|x|), 2|x| = |x| + |x| exact (an overflow to +inf gives ±c, off by
   // < u; tanh_exp_n: in fp64 kernel_exp, where an argument below exp's range gives t = 0 and
   // tanh 1; in fp32 |2x| clamped at 18). Both within the band's model (verify/tensor_band.cpp,
   // Step 2's softcap: tanh_ulps u relative plus (exp_ulps + 1.5) u absolute); the second's error:
@@ -637,7 +632,7 @@ template <class T, int W, class Parts = void> struct Core {
   //    subnormal rounding of x). The product by c is the band's last rounding. kernel_tanh
   //    exposes this for tests (every fp32 in [1/32, 12] and samples of the whole range, at each
   //    SIMD level: at most 0.33 of this bound; on |x| <= 1 at most 1.61u relative without FMA and
-  //    1.35u with it, 0.49 of kKernelTanhNearZeroUlps; odd by construction, 1 from |x| = 8.67 on).
+  //    1.35u with it, 0.54 of kKernelTanhNearZeroUlps; odd by construction, 1 from |x| = 8.67 on).
   // GCC only: clang checks an asm operand's register size where the template is instantiated,
   // before this Core is inlined into its AVX-512 entry, and refuses a zmm there; clang builds (the
   // fuzzers) divide.
@@ -657,25 +652,33 @@ template <class T, int W, class Parts = void> struct Core {
       return a / d;
     }
   }
-  // c·tanh(x) in place over N vectors: the polynomial where |x| <= 1 (tanh_near_zero; a score
-  // within the cap), and only where some lane of the N vectors lies beyond, (1 - t)/(1 + t) with
-  // t = exp(-(a + a)), a = |x| (the doubling is exact; an overflow to +inf gives t = 0 and tanh 1)
-  // for the lanes beyond. Then x's sign is put on the result, so tanh is odd, -0 included. Each
-  // lane's value depends on its own x alone, not on its neighbours.
+  // c·tanh(x) in place over N vectors. fp32: the polynomial where |x| <= 1 (tanh_near_zero; a
+  // score within the cap), and only where some lane of the N vectors lies beyond, (1 - t)/(1 + t)
+  // with t = exp(-(a + a)), a = |x| (the doubling is exact; an overflow to +inf gives t = 0 and
+  // tanh 1) for the lanes beyond; each lane's value depends on its own x alone, not on its
+  // neighbours. fp64: (1 - t)/(1 + t) everywhere, as its polynomial (degree 14) costs what its exp
+  // and division do (bench_kernel_parts: 736-769 ps per score against 741-774), and both where
+  // a vector holds scores on both sides of the cap (1.08-1.36 ns). Then x's sign is put on the
+  // result, so tanh is odd, -0 included.
+  static constexpr bool kTanhPolynomial = std::is_same_v<T, float>;
   template <int N> ATTN_INLINE static void capped(V (&x)[N], T c, const T* exp_constants) {
     constexpr Lane one = __builtin_bit_cast(Lane, T(1)), sign = std::numeric_limits<Lane>::min();
-    I far{};
     V w[N], r[N];
+    bool beyond = true;  // some lane needs the exp path
+    if constexpr (kTanhPolynomial) {
+      I far{};
 #pragma GCC unroll 8
-    for (int v = 0; v < N; ++v) {
-      w[v] = x[v] * x[v];
-      // negative where w > 1 or w is +NaN (w >= 0 or NaN: its bits order as its value); a lane of
-      // -NaN (x86's default NaN, kept by x·x) stays on the polynomial, which gives NaN too
-      far |= one - __builtin_bit_cast(I, w[v]);
-      r[v] = x[v];
+      for (int v = 0; v < N; ++v) {
+        w[v] = x[v] * x[v];
+        // negative where w > 1 or w is +NaN (w >= 0 or NaN: its bits order as its value); a lane of
+        // -NaN (x86's default NaN, kept by x·x) stays on the polynomial, which gives NaN too
+        far |= one - __builtin_bit_cast(I, w[v]);
+        r[v] = x[v];
+      }
+      tanh_near_zero<T, V, N>(r, w, exp_constants);
+      beyond = any_bit(far & sign);
     }
-    tanh_near_zero<T, V, N>(r, w, exp_constants);
-    if (any_bit(far & sign)) {
+    if (beyond) {
       V t[N];
 #pragma GCC unroll 8
       for (int v = 0; v < N; ++v) {
@@ -684,7 +687,13 @@ template <class T, int W, class Parts = void> struct Core {
       }
       tanh_exp_n<T, V, I, N>(t, exp_constants);
 #pragma GCC unroll 8
-      for (int v = 0; v < N; ++v) r[v] = w[v] <= T(1) ? r[v] : quotient(T(1) - t[v], T(1) + t[v]);
+      for (int v = 0; v < N; ++v) {
+        const V q = quotient(T(1) - t[v], T(1) + t[v]);
+        if constexpr (kTanhPolynomial)
+          r[v] = w[v] <= T(1) ? r[v] : q;
+        else
+          r[v] = q;
+      }
     }
 #pragma GCC unroll 8
     for (int v = 0; v < N; ++v) {

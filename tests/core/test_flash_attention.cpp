@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -68,15 +69,15 @@ template <class T> double tanh_excess(T x, T t) {
   return static_cast<double>(std::fabs(t - exact) / bound);
 }
 
-// On 0 < |x| <= 1 the bound is relative only (kKernelTanhNearZeroUlps): |t - tanh x| over it.
-template <class T> double tanh_near_zero_excess(T x, T t) {
-  const long double u = std::ldexp(1.0L, -std::numeric_limits<T>::digits);
+// fp32 on 0 < |x| <= 1: the bound is relative only (kKernelTanhNearZeroUlps): |t - tanh x| over it.
+double tanh_near_zero_excess(float x, float t) {
+  const long double u = std::ldexp(1.0L, -std::numeric_limits<float>::digits);
   const long double exact = std::tanh(static_cast<long double>(x));
   return static_cast<double>(std::fabs(t - exact) / (kKernelTanhNearZeroUlps * u * std::fabs(exact)));
 }
 
 struct TanhExcess {
-  double everywhere = 0, near_zero = 0;  // the largest |error| / bound, and on 0 < |x| <= 1
+  double everywhere = 0, near_zero = 0;  // the largest |error| / bound, and on 0 < |x| <= 1 (fp32)
 };
 
 template <class T> TanhExcess worst_tanh_excess(SimdLevel level) {
@@ -90,7 +91,8 @@ template <class T> TanhExcess worst_tanh_excess(SimdLevel level) {
   TanhExcess worst;
   for (std::size_t i = 0; i < x.size(); ++i) {
     worst.everywhere = std::max(worst.everywhere, tanh_excess(x[i], t[i]));
-    if (x[i] != 0 && std::fabs(x[i]) <= 1) worst.near_zero = std::max(worst.near_zero, tanh_near_zero_excess(x[i], t[i]));
+    if constexpr (std::is_same_v<T, float>)
+      if (x[i] != 0 && std::fabs(x[i]) <= 1) worst.near_zero = std::max(worst.near_zero, tanh_near_zero_excess(x[i], t[i]));
     if (std::signbit(t[i]) != std::signbit(x[i])) ADD_FAILURE() << "tanh(" << x[i] << ") = " << t[i];
   }
   return worst;
@@ -102,10 +104,9 @@ TEST(KernelTanh, WithinDocumentedBoundEverywhere) {
     EXPECT_LE(f.everywhere, 1.0) << level_name(level);
     EXPECT_LE(d.everywhere, 1.0) << level_name(level);
     EXPECT_LE(f.near_zero, 1.0) << level_name(level);
-    EXPECT_LE(d.near_zero, 1.0) << level_name(level);
-    std::printf("KernelTanh %s: sampled, within %.3f (fp32) and %.3f (fp64) of the bound; on |x| <= 1 within "
-                "%.3f and %.3f of the relative bound\n",
-                level_name(level), f.everywhere, d.everywhere, f.near_zero, d.near_zero);
+    std::printf("KernelTanh %s: sampled, within %.3f (fp32) and %.3f (fp64) of the bound; fp32 on |x| <= 1 within "
+                "%.3f of the relative bound\n",
+                level_name(level), f.everywhere, d.everywhere, f.near_zero);
   }
 }
 
