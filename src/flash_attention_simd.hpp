@@ -10,6 +10,7 @@
 #include <new>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "flash_attention.hpp"
 
@@ -469,6 +470,7 @@ template <class T> class Scratch {
     T** parts[] = {&keys_t, &values, &scores, &acc, &row_max, &row_sum};
     T* next = data_;
     for (std::size_t i = 0; i < std::size(sizes); ++i) *parts[i] = next, next += round_up(sizes[i], 64 / sizeof(T));
+    written.resize(rows);
   }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
@@ -480,6 +482,7 @@ template <class T> class Scratch {
   T* acc = nullptr;      // query rows x head_dim_v_padded: Σ weight·V, rescaled online
   T* row_max = nullptr;  // running max of raw dot products
   T* row_sum = nullptr;  // running Σ weight, kMaxLanes lane sums per row (the first W used)
+  std::vector<unsigned char> written;  // per register tile of rows (at its first row): acc holds its sums
 
  private:
   T* data_ = nullptr;
@@ -878,7 +881,7 @@ template <class T, int W, class Parts = void> struct Core {
   }
 
   // acc[r] = α_r·acc[r] + Σ_jj weight[r][jj]·V[j0 + jj] over the keys from <= jj < cols (the
-  // weights outside are 0).
+  // weights outside are 0); alpha = nullptr: the rows' first tile, acc[r] = Σ (acc not read).
   ATTN_INLINE static void accumulate(const Job<T>& job, const T* alpha, std::size_t from, std::size_t cols, T* acc,
                                      Scratch<T>& s) {
     const std::size_t dvp = job.head_dim_v_padded;
@@ -898,7 +901,10 @@ template <class T, int W, class Parts = void> struct Core {
       for (std::size_t r = 0; r < kRows; ++r)
         for (std::size_t u = 0; u < kVectors; ++u) {
           T* a = acc + r * dvp + cb + u * W;
-          store(a, load<V>(a) * alpha[r] + sum[r][u]);
+          if (alpha == nullptr)
+            store(a, sum[r][u]);
+          else
+            store(a, load<V>(a) * alpha[r] + sum[r][u]);
         }
     }
   }
@@ -924,7 +930,9 @@ template <class T, int W, class Parts = void> struct Core {
     const std::size_t block_begin = key_begin(job, e, i0), block_end = key_end(job, e, b, i0 + rows - 1);
     const std::size_t dvp = job.head_dim_v_padded, rows_padded = round_up(rows, kRows);
     // A sink is the row's first key: score z, weight e^0 = 1 at the running max z, value 0.
-    std::fill(s.acc, s.acc + rows_padded * dvp, T(0));
+    // acc is not cleared: a register tile's first accumulate stores its sums (α·0 adds nothing, and
+    // a sum is never -0: it starts at +0), and a tile no key reached is written as zeros below.
+    std::fill(s.written.begin(), s.written.begin() + rows_padded, 0);
     const T first_max = job.sinks != nullptr ? job.sinks[h] : -std::numeric_limits<T>::infinity();
     std::fill(s.row_max, s.row_max + rows_padded, first_max);
     std::fill(s.row_sum, s.row_sum + rows_padded * kMaxLanes, T(0));
@@ -970,17 +978,19 @@ template <class T, int W, class Parts = void> struct Core {
         }
         T alpha[kRows];
         online_step(job, s.scores, start, score_cols, tiles, s.row_max + r0, s.row_sum + r0 * kMaxLanes, alpha);
-        Parts::accumulate(job, alpha, group_first, group_cols, s.acc + r0 * dvp, s);
+        Parts::accumulate(job, s.written[r0] ? alpha : nullptr, group_first, group_cols, s.acc + r0 * dvp, s);
+        s.written[r0] = 1;
       }
     }
-    // out = acc / sum. A row that saw no key has sum 0 and is written as exactly +0.0.
+    // out = acc / sum. A row that saw no key has sum 0 and is written as exactly +0.0, as is a row
+    // that saw only its sink (no value: 0 / sum).
     T* o = job.out + b * job.o.batch + h * job.o.head + (q_first + i0) * job.o.row;
     for (std::size_t r = 0; r < rows; ++r) {
       // >= 1 when a key (or the sink) took part: the max's own exp is 1
       const T total = reduce_sum<T, W>(load<V>(s.row_sum + r * kMaxLanes));
       T* to = o + r * job.o.row;
       const T* from = s.acc + r * dvp;
-      if (!(total > 0)) {
+      if (!(total > 0) || !s.written[r / kRows * kRows]) {
         std::fill(to, to + sh.head_dim_v, T(0));
         continue;
       }

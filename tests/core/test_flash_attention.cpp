@@ -272,6 +272,36 @@ TEST(FlashAttention, ThreadCountGivesIdenticalBits) {
   }
 }
 
+// Rows that see no key but their sink (bottom-right causal with 20 queries and 4 keys: rows 0-15)
+// output exactly +0: the sink carries no value. With 16-row query tiles the block of rows 16-19
+// runs first on the one thread and leaves its sums in the scratch rows that rows 0-3 reuse; the
+// kernel must not read them back for rows whose register tile no key reached.
+TEST(FlashAttention, RowsThatSeeOnlyTheirSinkAreZero) {
+  constexpr std::size_t n = 20, m = 4, d = 16;
+  std::vector<double> Q(n * d), K(m * d), V(m * d);
+  for (std::size_t i = 0; i < Q.size(); ++i) Q[i] = 0.25 * static_cast<double>(i % 7) - 0.5;
+  for (std::size_t i = 0; i < K.size(); ++i) K[i] = 0.125 * static_cast<double>(i % 5);
+  for (std::size_t i = 0; i < V.size(); ++i) V[i] = 1.0 + static_cast<double>(i % 3);  // nonzero: a leak shows
+  const std::vector<double> sink = {0.5};
+  FlashOptions options;
+  options.causal = CausalAlignment::bottom_right, options.sinks = sink;
+  options.query_tile = 16, options.threads = 1;
+  for (SimdLevel level : supported_levels()) {
+    options.simd = level;
+    std::vector<double> out(n * d, -7.0);
+    ASSERT_EQ(flash_attention({1, 1, 1, n, m, d, d}, std::span<const double>(Q), K, V, out, options), KernelStatus::ok);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t c = 0; c < d; ++c) {
+        const double x = out[i * d + c];
+        if (i < n - m) {
+          EXPECT_TRUE(x == 0 && !std::signbit(x)) << level_name(level) << ": row " << i << " column " << c << " = " << x;
+        } else {
+          EXPECT_TRUE(x > 0 && x < 3) << level_name(level) << ": row " << i << " column " << c << " = " << x;
+        }
+      }
+  }
+}
+
 TEST(FlashAttention, LayoutsGiveIdenticalBitsAfterPermutation) {
   // Each (batch, head, row) is computed the same way in either layout; only the strides differ.
   Case c = random_case({2, 3, 20, 25, 8, 4}, MaskKind::explicit_mask, /*seed=*/4);
