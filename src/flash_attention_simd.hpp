@@ -570,27 +570,32 @@ template <class T, int W, class Parts = void> struct Core {
       std::fill(s.keys_t + c * job.key_tile + cols, s.keys_t + c * job.key_tile + cols_padded, T(0));
   }
 
-  // scores[r][jj] = Q[row r]·K[j0 + jj] for from <= jj < cols (from a multiple of kTile, cols rounded
-  // up to kTile); the columns before `from` are left as they were.
+  // scores[r][jj] = Q[row r]·K[j0 + jj] for from <= jj < cols (from a multiple of kTile, cols of W);
+  // the columns before `from` are left as they were. A last block of W columns (a diagonal tile's
+  // rows need no more) takes one vector per row.
+  template <std::size_t kBlock>
+  ATTN_INLINE static void dot_block(const Job<T>& job, const T* const* q_rows, std::size_t jb, Scratch<T>& s) {
+    const std::size_t dk = job.shape.head_dim_k;
+    V acc[kRows][kBlock] = {};
+    for (std::size_t c = 0; c < dk; ++c) {
+      V key[kBlock];
+#pragma GCC unroll 4
+      for (std::size_t u = 0; u < kBlock; ++u) key[u] = load<V>(s.keys_t + c * job.key_tile + jb + u * W);
+#pragma GCC unroll 8
+      for (std::size_t r = 0; r < kRows; ++r) {
+        const T qv = q_rows[r][c];  // scalar x vector: the broadcast is emitted in the caller's ISA
+#pragma GCC unroll 4
+        for (std::size_t u = 0; u < kBlock; ++u) acc[r][u] += qv * key[u];
+      }
+    }
+    for (std::size_t r = 0; r < kRows; ++r)
+      for (std::size_t u = 0; u < kBlock; ++u) store(s.scores + r * job.key_tile + jb + u * W, acc[r][u]);
+  }
   ATTN_INLINE static void dot_products(const Job<T>& job, const T* const* q_rows, std::size_t from, std::size_t cols,
                                        Scratch<T>& s) {
-    const std::size_t dk = job.shape.head_dim_k;
-    for (std::size_t jb = from; jb < cols; jb += kTile) {
-      V acc[kRows][kVectors] = {};
-      for (std::size_t c = 0; c < dk; ++c) {
-        V key[kVectors];
-#pragma GCC unroll 4
-        for (std::size_t u = 0; u < kVectors; ++u) key[u] = load<V>(s.keys_t + c * job.key_tile + jb + u * W);
-#pragma GCC unroll 8
-        for (std::size_t r = 0; r < kRows; ++r) {
-          const T qv = q_rows[r][c];  // scalar x vector: the broadcast is emitted in the caller's ISA
-#pragma GCC unroll 4
-          for (std::size_t u = 0; u < kVectors; ++u) acc[r][u] += qv * key[u];
-        }
-      }
-      for (std::size_t r = 0; r < kRows; ++r)
-        for (std::size_t u = 0; u < kVectors; ++u) store(s.scores + r * job.key_tile + jb + u * W, acc[r][u]);
-    }
+    std::size_t jb = from;
+    for (; jb + kTile <= cols; jb += kTile) dot_block<kVectors>(job, q_rows, jb, s);
+    if (jb < cols) dot_block<1>(job, q_rows, jb, s);
   }
 
   // Softcap: scores[jj] = c·tanh(x) for from <= jj < to (whole vectors), x = fl(dot·k) with
@@ -868,13 +873,14 @@ template <class T, int W, class Parts = void> struct Core {
       // The row sum is kept as W lane sums, each rescaled by α with the row, and added up once at
       // the end (run_item): no horizontal sum per tile.
       V sum = load<V>(row_sum + r * kMaxLanes) * alpha[r];
-      // Four vectors at a time (then two: cols - start is a multiple of kTile = 2W), each step of
+      // Four vectors at a time (then two, then one: cols - start is a multiple of W), each step of
       // exp over all of them before the next, so that their independent chains (13 dependent FMAs
       // in fp64's polynomial) sit side by side in program order: bench_kernel_parts, one at a
       // time 0.61 ns per fp64 score, four 0.50 (fp32 0.24 -> 0.21; eight spill registers).
       std::size_t jj = start;
       for (; jj + 4 * W <= cols; jj += 4 * W) exp_scores<4>(job, row + jj, new_max[r], sum);
-      for (; jj < cols; jj += 2 * W) exp_scores<2>(job, row + jj, new_max[r], sum);
+      for (; jj + 2 * W <= cols; jj += 2 * W) exp_scores<2>(job, row + jj, new_max[r], sum);
+      if (jj < cols) exp_scores<1>(job, row + jj, new_max[r], sum);
       store(row_sum + r * kMaxLanes, sum);
       row_max[r] = new_max[r];
     }
@@ -965,7 +971,9 @@ template <class T, int W, class Parts = void> struct Core {
           group_cols = std::max(group_cols, limit[r]);
         }
         if (group_first >= group_cols) group_first = 0;  // no key of the tile for these rows after all
-        const std::size_t score_cols = round_up(group_cols, kTile), start = group_first / kTile * kTile;
+        // Scores to whole vectors past the group's last key (a diagonal tile's rows stop short of the
+        // register tile's 2W columns), from the register tile holding its first.
+        const std::size_t score_cols = round_up(group_cols, W), start = group_first / kTile * kTile;
         Parts::dot_products(job, q_rows, start, score_cols, s);
         RowTile tiles[kRows];
         for (std::size_t r = 0; r < kRows; ++r) {
