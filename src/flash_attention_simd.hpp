@@ -609,10 +609,11 @@ template <class T, int W, class Parts = void> struct Core {
   // does: inside the absolute slack below. The fold turns a division per score into a product (a
   // 512-bit division issues once every 5-10 cycles). Then (capped) tanh(x) = sign(x)·tanh|x|:
   // in fp32 for |x| <= 1 a polynomial, relative error <= 2.85u (tanh_near_zero, derived there);
-  // beyond, and everywhere in fp64, (1 - t)/(1 + t), t = exp(-2|x|), 2|x| = |x| + |x| exact (an overflow to +inf gives ±c, off by
-  // < u; tanh_exp_n: in fp64 kernel_exp, where an argument below exp's range gives t = 0 and
-  // tanh 1; in fp32 |2x| clamped at 18). Both within the band's model (verify/tensor_band.cpp,
-  // Step 2's softcap: tanh_ulps u relative plus (exp_ulps + 1.5) u absolute); the second's error:
+  // beyond, and everywhere in fp64, (1 - t)/(1 + t), t = exp(-2|x|), 2|x| = |x| + |x| exact (an
+  // overflow to +inf gives ±c, off by < u; tanh_exp_n: in fp64 kernel_exp, where an argument
+  // below exp's range gives t = 0 and tanh 1; in fp32 |2x| clamped at 18). Both within the band's
+  // model (verify/tensor_band.cpp, Step 2's softcap: tanh_ulps u relative plus (exp_ulps + 1.5) u
+  // absolute); the second's error:
   //  - t's relative error ε moves (1 - t)/(1 + t) by at most 2t|ε|/(1 + t)² absolutely (t in
   //    [0, 1]), <= η/2 = kKernelExpUlps·u for |ε| <= η = 2·kKernelExpUlps·u (kernel_exp's, in
   //    fp64; max at t = 1); in fp32 tanh_exp_n bounds 2t|ε|/(1 + t)² itself, by 1.83u < 2u; t
@@ -664,10 +665,11 @@ template <class T, int W, class Parts = void> struct Core {
   // score within the cap), and only where some lane of the N vectors lies beyond, (1 - t)/(1 + t)
   // with t = exp(-(a + a)), a = |x| (the doubling is exact; an overflow to +inf gives t = 0 and
   // tanh 1) for the lanes beyond; each lane's value depends on its own x alone, not on its
-  // neighbours. fp64: (1 - t)/(1 + t) everywhere, as its polynomial (degree 14) costs what its exp
-  // and division do (bench_kernel_parts: 736-769 ps per score against 741-774), and both where
-  // a vector holds scores on both sides of the cap (1.08-1.36 ns). Then x's sign is put on the
-  // result, so tanh is odd, -0 included.
+  // neighbours. fp64: (1 - t)/(1 + t) everywhere: a degree-14 polynomial (scripts/tanh-polynomial
+  // --format fp64) was 6% faster with every score within the cap and 28% slower where vectors hold
+  // scores on both sides (bench_kernel_parts' online step, softcap 30 and 2, best of 3 alternating
+  // runs: 749 against 795 and 1045 against 816 ps per score). Then x's sign is put on the result,
+  // so tanh is odd, -0 included.
   static constexpr bool kTanhPolynomial = std::is_same_v<T, float>;
   template <int N> ATTN_INLINE static void capped(V (&x)[N], T c, const T* exp_constants) {
     constexpr Lane one = __builtin_bit_cast(Lane, T(1)), sign = std::numeric_limits<Lane>::min();

@@ -92,7 +92,8 @@ template <class T> TanhExcess worst_tanh_excess(SimdLevel level) {
   for (std::size_t i = 0; i < x.size(); ++i) {
     worst.everywhere = std::max(worst.everywhere, tanh_excess(x[i], t[i]));
     if constexpr (std::is_same_v<T, float>)
-      if (x[i] != 0 && std::fabs(x[i]) <= 1) worst.near_zero = std::max(worst.near_zero, tanh_near_zero_excess(x[i], t[i]));
+      if (x[i] != 0 && std::fabs(x[i]) <= 1)
+        worst.near_zero = std::max(worst.near_zero, tanh_near_zero_excess(x[i], t[i]));
     if (std::signbit(t[i]) != std::signbit(x[i])) ADD_FAILURE() << "tanh(" << x[i] << ") = " << t[i];
   }
   return worst;
@@ -163,8 +164,8 @@ template <class T> void expect_lanes_independent(SimdLevel level, std::uint64_t 
     ASSERT_EQ(kernel_tanh(std::span<const T>(&x[i], 1), std::span<T>(&alone, 1), level), KernelStatus::ok);
     using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
     ASSERT_EQ(std::bit_cast<Bits>(alone), std::bit_cast<Bits>(together[i]))
-        << level_name(level) << ", seed " << seed << ": tanh(" << x[i] << ") = " << together[i] << " among its neighbours, "
-        << alone << " alone";
+        << level_name(level) << ", seed " << seed << ": tanh(" << x[i] << ") = " << together[i]
+        << " among its neighbours, " << alone << " alone";
   }
 }
 
@@ -294,7 +295,8 @@ TEST(FlashAttention, RowsThatSeeOnlyTheirSinkAreZero) {
       for (std::size_t c = 0; c < d; ++c) {
         const double x = out[i * d + c];
         if (i < n - m) {
-          EXPECT_TRUE(x == 0 && !std::signbit(x)) << level_name(level) << ": row " << i << " column " << c << " = " << x;
+          EXPECT_TRUE(x == 0 && !std::signbit(x))
+              << level_name(level) << ": row " << i << " column " << c << " = " << x;
         } else {
           EXPECT_TRUE(x > 0 && x < 3) << level_name(level) << ": row " << i << " column " << c << " = " << x;
         }
