@@ -499,7 +499,13 @@ template <class T, int W, class Parts = void> struct Core {
   static constexpr std::size_t kTile = kVectors * W;  // columns of one register tile
   static constexpr std::size_t kRows = W * sizeof(T) == 64 ? kMaxRows : 4;  // rows of one register tile
 
-  // keys_t[c][jj] = K[j0 + jj][c]; columns past `cols` are zero (they are masked later).
+  // keys_t holds K[j0 + jj][c] at key_at(dk, c, jj): register tile by register tile (kTile keys),
+  // each tile's d_k rows of kTile values one after another, so that dot_block reads one contiguous
+  // run of memory (in a d_k x key_tile matrix its rows, 2 KiB apart in fp64 at 256 keys, fell into
+  // a few of L1's sets). Columns past `cols` are zero (they are masked later).
+  ATTN_INLINE static std::size_t key_at(std::size_t dk, std::size_t c, std::size_t jj) {
+    return jj / kTile * (dk * kTile) + c * kTile + jj % kTile;
+  }
   // One stage of an in-register W x W transpose (rows as vectors): for each pair of rows (i, i + b)
   // with i & b == 0, the top row's lanes l & b and the bottom row's lanes l & ~b trade places.
   // Stages b = W/2, ..., 1 transpose the whole block: W·log2(W) two-source permutes.
@@ -544,12 +550,12 @@ template <class T, int W, class Parts = void> struct Core {
         for (std::size_t r = 0; r < static_cast<std::size_t>(W); ++r) block[r] = load<V>(k + (j + r) * job.k.row + c);
         transpose<static_cast<std::size_t>(W) / 2>(block);
         for (std::size_t r = 0; r < static_cast<std::size_t>(W); ++r)
-          store(s.keys_t + (c + r) * job.key_tile + j, block[r]);
+          store(s.keys_t + key_at(dk, c + r, j), block[r]);
       }
     }
     for (std::size_t jj = 0; jj < cols; ++jj) {
       const T* row = k + jj * job.k.row;
-      for (std::size_t c = jj < key_blocks ? dim_blocks : 0; c < dk; ++c) s.keys_t[c * job.key_tile + jj] = row[c];
+      for (std::size_t c = jj < key_blocks ? dim_blocks : 0; c < dk; ++c) s.keys_t[key_at(dk, c, jj)] = row[c];
     }
     // Copied even when V's rows need no padding: read in place (unaligned, from the caller's
     // buffer) they cost the kernel a fifth of its speed (bench_attention, fp32 n = 2048, hd 64).
@@ -567,7 +573,7 @@ template <class T, int W, class Parts = void> struct Core {
       }
     }
     for (std::size_t c = 0; c < dk; ++c)
-      std::fill(s.keys_t + c * job.key_tile + cols, s.keys_t + c * job.key_tile + cols_padded, T(0));
+      for (std::size_t jj = cols; jj < cols_padded; ++jj) s.keys_t[key_at(dk, c, jj)] = T(0);
   }
 
   // scores[r][jj] = Q[row r]·K[j0 + jj] for from <= jj < cols (from a multiple of kTile, cols of W);
@@ -577,10 +583,11 @@ template <class T, int W, class Parts = void> struct Core {
   ATTN_INLINE static void dot_block(const Job<T>& job, const T* const* q_rows, std::size_t jb, Scratch<T>& s) {
     const std::size_t dk = job.shape.head_dim_k;
     V acc[kRows][kBlock] = {};
+    const T* keys = s.keys_t + key_at(dk, 0, jb);
     for (std::size_t c = 0; c < dk; ++c) {
       V key[kBlock];
 #pragma GCC unroll 4
-      for (std::size_t u = 0; u < kBlock; ++u) key[u] = load<V>(s.keys_t + c * job.key_tile + jb + u * W);
+      for (std::size_t u = 0; u < kBlock; ++u) key[u] = load<V>(keys + c * kTile + u * W);
 #pragma GCC unroll 8
       for (std::size_t r = 0; r < kRows; ++r) {
         const T qv = q_rows[r][c];  // scalar x vector: the broadcast is emitted in the caller's ISA
