@@ -92,6 +92,7 @@ template <> struct ExpConstants<float> {
   static constexpr float lowest = table[0];
   // The table-driven exp's entries: 2^(j/kSteps) per step j, the constants before them.
   static constexpr int kSteps = 16, kScale = 17, kFirstCoefficient = 20, kLastCoefficient = 23, kTable = 24;
+  static constexpr int kStepBits = 4;  // log2 kSteps
   static constexpr int kTanh = 40, kTanhDegree = 6;
 };
 template <> struct ExpConstants<double> {
@@ -103,13 +104,16 @@ template <> struct ExpConstants<double> {
       1.0 / 6227020800, 1.0 / 479001600,       1.0 / 39916800,      1.0 / 3628800,             1.0 / 362880,
       1.0 / 40320,      1.0 / 5040,            1.0 / 720,           1.0 / 120,                 1.0 / 24,
       1.0 / 6,          0.5,                   1.0,                 1.0,
-      // [19] the table-driven exp (vector_exp_n): 8·log2e, the ln2 split above / 8 (Taylor's
-      // coefficients are [10, 17] above: 1/8! .. 1/1!), then 2^(j/8) for j = 0..7, each rounded.
-      0x1.71547652b82fep+3, 0x1.62e4p-4, 0x1.7f7d1cf79abcap-23, 0x1p+0, 0x1.172b83c7d517bp+0,
-      0x1.306fe0a31b715p+0, 0x1.4bfdad5362a27p+0, 0x1.6a09e667f3bcdp+0, 0x1.8ace5422aa0dbp+0,
-      0x1.ae89f995ad3adp+0, 0x1.d5818dcfba487p+0};
+      // [19] the table-driven exp (vector_exp_n): 16·log2e, the ln2 split above / 16 (Taylor's
+      // coefficients are [11, 17] above: 1/7! .. 1/1!), then 2^(j/16) for j = 0..15, each rounded.
+      0x1.71547652b82fep+4, 0x1.62e4p-5, 0x1.7f7d1cf79abcap-24,
+      0x1p+0, 0x1.0b5586cf9890fp+0, 0x1.172b83c7d517bp+0, 0x1.2387a6e756238p+0,
+      0x1.306fe0a31b715p+0, 0x1.3dea64c123422p+0, 0x1.4bfdad5362a27p+0, 0x1.5ab07dd485429p+0,
+      0x1.6a09e667f3bcdp+0, 0x1.7a11473eb0187p+0, 0x1.8ace5422aa0dbp+0, 0x1.9c49182a3f090p+0,
+      0x1.ae89f995ad3adp+0, 0x1.c199bdd85529cp+0, 0x1.d5818dcfba487p+0, 0x1.ea4afa2a490dap+0};
   static constexpr double lowest = table[0];
-  static constexpr int kSteps = 8, kScale = 19, kFirstCoefficient = 10, kLastCoefficient = 17, kTable = 22;
+  static constexpr int kSteps = 16, kScale = 19, kFirstCoefficient = 11, kLastCoefficient = 17, kTable = 22;
+  static constexpr int kStepBits = 4;  // log2 kSteps
 };
 
 // `constants`: ExpConstants<T>::table, or a copy of it the compiler cannot see into. The hot loops
@@ -120,35 +124,38 @@ template <> struct ExpConstants<double> {
 // Where the vector holds the whole table of 2^(j/W) (AVX-512: 16 floats or 8 doubles) and the
 // compiler is GCC (clang checks an asm operand's register size before the AVX-512 entry inlines
 // this; its builds, the fuzzers, take the polynomial path), exp is table-driven:
-//   x = (16n + j)·ln2/16 + r (fp32; fp64 8n + j, ln2/8), e^x = 2^n·2^(j/16)·(1 + q(r)),
-// q(r) = r + r²/2 + r³/6 + r⁴/24 (fp64: Taylor to r⁸/8!). Its error, relative (u = 2^-24, 2^-53):
+//   x = (16n + j)·ln2/16 + r, e^x = 2^n·2^(j/16)·(1 + q(r)),
+// q(r) = r + r²/2 + r³/6 + r⁴/24 (fp64: Taylor to r⁷/7!). Its error, relative (u = 2^-24, 2^-53):
 //  - reduction: t = xc·fl(16·log2e) + 1.5·2^23 rounds to the integer 16n + j in t's low bits
-//    (its own rounding only moves which integer: |r| <= 0.50012·ln2/16 = 0.021665; fp64
-//    |r| <= 0.0434); (16n + j)·hi is exact (hi = 0x1.63p-5 has 9 bits, |16n + j| <= 2016 has 11;
-//    fp64 15 and 13 bits of 53) and so is xc minus it (both are multiples of ulp(xc) or of hi's
-//    last bit, and the difference, below 2^-5, fits in T's digits); r = fl(that - (16n + j)·lo)
-//    errs by <= u·|r| (unfused, fl((16n + j)·lo) adds <= 2^-30 = 0.016u absolutely, as that
-//    product reaches 0.0267) plus the split's error, lo's rounding times 2016: 2.1·10^-10 =
-//    0.004u absolutely (fp64 0.0002u);
-//  - q: |q| <= e^0.021665 - 1 = 0.0219 (fp64 0.0443); Taylor's remainder < 4.1·10^-11 = 0.001u
-//    (fp64 r⁹/9!·e^|r| < 0.014u); q's Horner steps and r's rounding err by <= 3.1u·|q| relative:
-//    <= 0.07u absolutely (fp64 0.14u), so 1 + q̂ = e^r(1 + ε_q), |ε_q| <= 0.09u (fp64 0.16u);
-//  - the table: |fl(2^(j/16)) - 2^(j/16)| <= 0.794u·2^(j/16) (fp64 fl(2^(j/8)): 0.616u), exact
-//    at j = 0; 2^n joins by an integer add to its exponent field: s = entry·2^n, exact (normal,
-//    below);
+//    (its own rounding only moves which integer: |r| <= 0.50012·ln2/16 = 0.021665); (16n + j)·hi
+//    is exact (hi = 0x1.63p-5 has 9 bits, |16n + j| <= 2016 has 11; fp64 hi = 0x1.62e4p-5 has 15
+//    and |16n + j| <= 16352 has 14, of 53) and so is xc minus it (both are multiples of ulp(xc)
+//    or of hi's last bit, and the difference, below 2^-5, fits in T's digits);
+//    r = fl(that - (16n + j)·lo) errs by <= u·|r| (unfused, fl((16n + j)·lo) adds <= 2^-30 =
+//    0.016u absolutely, as that product reaches 0.0267) plus the split's error, lo's rounding
+//    times 2016: 2.1·10^-10 = 0.004u absolutely (fp64 |hi + lo - ln2/16|·16352: 0.0002u);
+//  - q: |q| <= e^0.021665 - 1 = 0.0219; Taylor's remainder < 4.1·10^-11 = 0.001u (fp64
+//    r⁸/8!·e^|r| < 0.012u); q's Horner steps and r's rounding err by <= 3.1u·|q| relative:
+//    <= 0.07u absolutely, so 1 + q̂ = e^r(1 + ε_q), |ε_q| <= 0.09u (fp64 0.08u);
+//  - the table: |fl(2^(j/16)) - 2^(j/16)| <= 0.794u·2^(j/16) (fp64 0.738u), exact at j = 0;
+//    2^n joins by an integer add to its exponent field: s = entry·2^n, exact (normal, below);
 //  - the result s + s·q̂ is one fused rounding (u), or two: then the product's adds u·|q| <=
-//    0.022u (fp64 0.044u) while s·q̂ is normal, but near the bottom of the range (n <= -121,
-//    fp64 -1018) s·q̂ can be subnormal and the two roundings err by up to 2^-150 (fp64 2^-1075)
-//    each: 2u/m of the result, m = 2^(j/16)·e^r its significand.
-// In all, fused: <= 0.09 + 0.794 + 1 = 1.89u fp32 and 0.16 + 0.616 + 1 = 1.78u fp64 (+ O(u²))
-// relative; unfused: 1.91u and 1.83u, and at the bottom 0.09 + 0.794 + 2/m <= 2.80u and 2.27u
-// (j = 1, n = -126; GCC fuses at -O2 but not at -O1, the sanitizer build's level). In ulps of
-// the result y every case is within kKernelExpUlps = 2 (an error of ε·|y| is ε·m/(2u) ulps,
-// <= 1.50 and 1.54 ulps at the bottom), and relative within the 4u (2·kKernelExpUlps·u) that
-// flash_error_bound and fp64's softcap tanh assume. Range: xc >= lowest gives 16n + j >= -2016
-// (n >= -126; fp64 8n + j >= -8176, n >= -1022), and at that bottom j = 0 and r >= 4.5·10^-6 > 0
-// (fp64 0.0064), so every s and the result are normal. The entry is picked by vpermps/vpermpd,
-// which read only the index's low 4 (3) bits: j. NaN stays NaN (q̂ is NaN), -inf gives +0.
+//    0.022u while s·q̂ is normal, but near the bottom of the range (n <= -121, fp64 -1018) s·q̂
+//    can be subnormal and the two roundings err by up to 2^-150 (fp64 2^-1075) each: 2u/m of
+//    the result, m = 2^(j/16)·e^r its significand.
+// In all, fused: <= 0.09 + 0.794 + 1 = 1.89u fp32 and 0.08 + 0.738 + 1 = 1.82u fp64 (+ O(u²))
+// relative; unfused: 1.91u and 1.84u, and at the bottom ε_q + the entry's own error + 2/m <=
+// 2.83u and 2.78u (n = -126, fp64 -1022, at j = 1, m >= 2^(1/16)·e^-0.021665; at j = 0 there
+// r > 0, below). GCC fuses at -O2 but not at -O1, the sanitizer build's level. In ulps of the
+// result y every case is within kKernelExpUlps = 2 (an error of ε·|y| is ε·m/(2u) ulps; at the
+// bottom, the table's and q's part so, plus 1 ulp for the two roundings: <= 1.51 and 1.57 ulps),
+// and relative within the 4u (2·kKernelExpUlps·u) that flash_error_bound and fp64's softcap tanh
+// assume. Range: xc >= lowest gives 16n + j >= -2016 (n >= -126; fp64 -16352, n >= -1022), and
+// at that bottom j = 0 and r >= 4.5·10^-6 > 0 (fp64 0.0064), so every s and the result are
+// normal. The entry is picked by vpermps from one register of 16 (fp32) or by vpermt2pd from two
+// of 8 (fp64), which read only the index's low 4 bits: j. NaN stays NaN (q̂ is NaN), -inf gives +0.
+// fp64's 16 entries (instead of 8) let its polynomial stop at r⁷/7!: one FMA less per 8 exps
+// (bench_kernel_parts, the fp64 online step: 4-8% faster in 4 alternating runs).
 #if defined(__clang__)
 template <class V> constexpr bool kTableExp = false;
 #else
@@ -166,7 +173,7 @@ ATTN_INLINE void vector_exp_n(V (&x)[N], const T* constants = ExpConstants<T>::t
 #pragma GCC unroll 8
   for (int v = 0; v < N; ++v) xc[v] = x[v] < lowest ? lowest : x[v];
   if constexpr (kTableExp<V>) {
-    constexpr int kShift = C::kSteps == 16 ? 4 : 3;  // log2 of the table's length
+    constexpr int kShift = C::kStepBits;
 #pragma GCC unroll 8
     for (int v = 0; v < N; ++v) {
       t[v] = xc[v] * k[C::kScale] + k[4];
@@ -179,15 +186,20 @@ ATTN_INLINE void vector_exp_n(V (&x)[N], const T* constants = ExpConstants<T>::t
     for (int j = C::kFirstCoefficient + 2; j <= C::kLastCoefficient; ++j)
 #pragma GCC unroll 8
       for (int v = 0; v < N; ++v) p[v] = p[v] * r[v] + k[j];
+    // The table in one vector (fp32) or two (fp64: entries 0-7, then 8-15).
     const V table = load<V>(k + C::kTable);
+    V table_high{};
+    if constexpr (sizeof(T) == 8) table_high = load<V>(k + C::kTable + 8);
 #pragma GCC unroll 8
     for (int v = 0; v < N; ++v) {
       const V q = p[v] * r[v];
       V entry;
-      if constexpr (sizeof(T) == 4)
+      if constexpr (sizeof(T) == 4) {
         asm("vpermps %1, %2, %0" : "=v"(entry) : "v"(table), "v"(t[v]));
-      else
-        asm("vpermpd %1, %2, %0" : "=v"(entry) : "v"(table), "v"(t[v]));
+      } else {
+        entry = table;  // lanes whose index has bit 3 set read table_high
+        asm("vpermt2pd %2, %1, %0" : "+v"(entry) : "v"(t[v]), "v"(table_high));
+      }
       const I exponent = (__builtin_bit_cast(I, t[v]) >> kShift) << C::mantissa_bits;
       const V scale = __builtin_bit_cast(V, __builtin_bit_cast(I, entry) + exponent);
       const V e = scale * q + scale;
