@@ -154,8 +154,10 @@ inline constexpr double kKernelTanhNearZeroUlps = 3.0;
 /// the result; below that range the result is flushed to +0. Source: measured against the x87
 /// expl over every fp32 in [-87.3365, 0] and 1.7·10^7 fp64 points (uniform on the range, on
 /// [-0.5, 0] and scaled down to 2^-60): at most 1.01 and 1.16 ulps (the polynomial of SSE2 and
-/// AVX2), 0.98 and 1.03 ulps (AVX-512's table-driven exp, derived to <= 1.91u and 1.84u relative
-/// beside vector_exp_n); 2 leaves room for other compilers' FMA contraction choices.
+/// AVX2), 0.98 and 1.03 ulps (AVX-512's table-driven exp as GCC -O2 fuses it; fp64 1.26 ulps with
+/// no fusing), derived beside vector_exp_n to <= 1.91u and 1.84u relative, 2.83u and 2.78u near
+/// the bottom of the range unfused, <= 1.57 ulps everywhere; 2 leaves room for other compilers' FMA
+/// contraction choices.
 inline constexpr double kKernelExpUlps = 2.0;
 
 /// The per-row quantities the fast path's a-priori error bound depends on.

@@ -148,7 +148,7 @@ template <> struct ExpConstants<double> {
 // 2.83u and 2.78u (n = -126, fp64 -1022, at j = 1, m >= 2^(1/16)·e^-0.021665; at j = 0 there
 // r > 0, below). GCC fuses at -O2 but not at -O1, the sanitizer build's level. In ulps of the
 // result y every case is within kKernelExpUlps = 2 (an error of ε·|y| is ε·m/(2u) ulps; at the
-// bottom, the table's and q's part so, plus 1 ulp for the two roundings: <= 1.51 and 1.57 ulps),
+// bottom, the table's and q's part so, plus 1 ulp for the two roundings: <= 1.52 and 1.57 ulps),
 // and relative within the 4u (2·kKernelExpUlps·u) that flash_error_bound and fp64's softcap tanh
 // assume. Range: xc >= lowest gives 16n + j >= -2016 (n >= -126; fp64 -16352, n >= -1022), and
 // at that bottom j = 0 and r >= 4.5·10^-6 > 0 (fp64 0.0064), so every s and the result are
