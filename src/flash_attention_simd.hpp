@@ -468,25 +468,43 @@ constexpr std::size_t kVectors = 2;
 
 constexpr std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
 
-// Per-thread scratch, 64-byte aligned (one cache line; a full AVX-512 vector).
+// Per-thread scratch, 64-byte aligned (one cache line; a full AVX-512 vector). One buffer serves
+// call after call (fit), so that a call allocates nothing when the last one's scratch was as large.
 template <class T> class Scratch {
  public:
-  explicit Scratch(const Job<T>& job) {
+  Scratch() = default;
+  explicit Scratch(const Job<T>& job) { fit(job); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { ::operator delete (data_, std::align_val_t{64}); }
+
+  // Lays the parts out for `job`, in the buffer it has when that is large enough, else in a new
+  // one (std::bad_alloc leaves the scratch as it was). Contents are not kept: every part is written
+  // before it is read within a work item.
+  void fit(const Job<T>& job) {
     const std::size_t rows = round_up(job.query_tile, kMaxRows), dv = job.head_dim_v_padded;
     const std::size_t sizes[] = {
         job.shape.head_dim_k * job.key_tile, job.key_tile * dv, kMaxRows * job.key_tile, rows * dv, rows,
         rows * kMaxLanes};
     std::size_t total = 0;
     for (std::size_t s : sizes) total += round_up(s, 64 / sizeof(T));
-    data_ = static_cast<T*>(::operator new (total * sizeof(T), std::align_val_t{64}));
+    if (total > capacity_) {
+      T* fresh = static_cast<T*>(::operator new (total * sizeof(T), std::align_val_t{64}));
+      ::operator delete (data_, std::align_val_t{64});
+      data_ = fresh, capacity_ = total;
+    }
+    written.resize(rows);
     T** parts[] = {&keys_t, &values, &scores, &acc, &row_max, &row_sum};
     T* next = data_;
     for (std::size_t i = 0; i < std::size(sizes); ++i) *parts[i] = next, next += round_up(sizes[i], 64 / sizeof(T));
-    written.resize(rows);
   }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() { ::operator delete (data_, std::align_val_t{64}); }
+  std::size_t bytes() const { return capacity_ * sizeof(T) + written.capacity(); }
+  // Frees the buffer (allocates nothing, throws nothing); fit lays out a new one.
+  void release() noexcept {
+    ::operator delete (data_, std::align_val_t{64});
+    data_ = keys_t = values = scores = acc = row_max = row_sum = nullptr, capacity_ = 0;
+    std::vector<unsigned char>().swap(written);
+  }
 
   T* keys_t = nullptr;   // d_k x key_tile: the key tile transposed, zero past its last key
   T* values = nullptr;   // key_tile x head_dim_v_padded, zero past head_dim_v
@@ -498,6 +516,7 @@ template <class T> class Scratch {
 
  private:
   T* data_ = nullptr;
+  std::size_t capacity_ = 0;  // elements of T at data_
 };
 
 // ---- The kernel for one (T, vector width): inlined into a target-specific entry per ISA.

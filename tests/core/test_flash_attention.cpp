@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -270,6 +271,41 @@ TEST(FlashAttention, ThreadCountGivesIdenticalBits) {
     c.options.threads = threads;
     const std::vector<float> many = run_fast<float>(c);
     EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)), 0) << threads;
+  }
+}
+
+// The scratch a calling thread keeps between calls (kept_scratch): a small call after larger ones
+// (more keys, wider heads, other tiles, the other precision, two threads, a scratch above the
+// kept limit) gives the bits it gives on a thread that never called the kernel. The larger calls
+// leave their own values in the reused buffer, so a part read before this call wrote it shows.
+template <class T> void expect_reuse_gives_fresh_bits(SimdLevel level) {
+  Case small = random_case({2, 3, 37, 29, 40, 24}, MaskKind::explicit_mask, /*seed=*/31);
+  small.options.simd = level;
+  const std::vector<double> sinks = {0.5, -1.0, 2.0};  // rows with no key: their acc is never written
+  small.options.sinks = sinks;
+  std::vector<T> fresh;
+  std::thread([&] { fresh = run_fast<T>(small); }).join();
+  Case wide = random_case({1, 2, 300, 530, 64, 72}, MaskKind::none, /*seed=*/32);
+  wide.options.simd = level, wide.options.threads = 2;
+  Case tall = random_case({1, 1, 9000, 8, 64, 64}, MaskKind::causal, /*seed=*/33);  // > 4 MiB of scratch
+  tall.options.simd = level, tall.options.query_tile = 9000;
+  std::thread([&] {  // a thread of its own, so that its first call's scratch is the small call's
+    (void)run_fast<T>(small);
+    for (const Case* before : {&wide, &tall}) {
+      (void)run_fast<T>(*before);  // grows the scratch kept from the call before
+      (void)run_fast<std::conditional_t<sizeof(T) == 4, double, float>>(*before);
+      const std::vector<T> again = run_fast<T>(small);
+      EXPECT_TRUE(again.size() == fresh.size() &&
+                  std::memcmp(again.data(), fresh.data(), fresh.size() * sizeof(T)) == 0)
+          << level_name(level) << (sizeof(T) == 4 ? " fp32" : " fp64") << " after " << before->shape.n << " rows";
+    }
+  }).join();
+}
+
+TEST(FlashAttention, ScratchKeptAcrossCallsGivesIdenticalBits) {
+  for (SimdLevel level : supported_levels()) {
+    expect_reuse_gives_fresh_bits<float>(level);
+    expect_reuse_gives_fresh_bits<double>(level);
   }
 }
 
