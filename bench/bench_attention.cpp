@@ -6,7 +6,9 @@
 // call at n = 16384 in a fresh process and prints its peak RSS against the size of Q, K, V, O.
 // BM_FlashWindow: sliding windows (w, 0) against full attention in the same run. BM_FlashFeature:
 // softcap, ALiBi, sinks and packed varlen against plain attention in the same run.
-// BM_FlashCallOverhead: the time of a tiny call on 1 and 2 threads.
+// BM_FlashCallOverhead: the time of a tiny call on 1 and 2 threads. BM_FmaPeak: the FMA peak,
+// measured among the rest (repetitions are interleaved at random unless
+// --benchmark_enable_random_interleaving=false is given), every % of peak is against its best.
 #include <benchmark/benchmark.h>
 
 #include <sys/resource.h>
@@ -265,6 +267,30 @@ int peak_rss() {
   return status == attn::KernelStatus::ok && peak <= 2 * tensors ? 0 : 1;
 }
 
+// The FMA peak per "fp32 threads=1" etc.: the best of the probes before and after the benchmarks
+// and of BM_FmaPeak's iterations among them.
+std::map<std::string, double> peak;
+
+// The FMA peak as a benchmark of its own, so that it is measured throughout the run as the
+// kernel is: with random interleaving (the default here) its repetitions fall among the kernel's,
+// and this VM's host changes speed by 10-15% within minutes. Each iteration is one probe of 2·10^7
+// trips (about 45 ms at any level); the fastest raises `peak`, as the kernel's fastest repetition
+// gives its rate.
+void BM_FmaPeak(benchmark::State& state) {
+  const bool fp64 = state.range(0) != 0;
+  const auto threads = static_cast<unsigned>(state.range(1));
+  const attn::SimdLevel level = attn::best_simd_level();
+  double& best = peak[std::string(fp64 ? "fp64" : "fp32") + " threads=" + std::to_string(threads)];
+  double rate = 0;
+  for (auto _ : state) {
+    rate = attn::bench::fma_rate_once(level, fp64, threads, 20'000'000);
+    best = std::max(best, rate);
+  }
+  state.counters["GFLOP/s"] = rate;
+}
+BENCHMARK(BM_FmaPeak)->ArgNames({"fp64", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime()
+    ->ArgsProduct({{0, 1}, {1, 2}});
+
 // The FMA peak at `level` per "fp32 threads=1" etc., raised to any higher value already in `peak`.
 void probe_peak(attn::SimdLevel level, std::map<std::string, double>& peak) {
   for (const char* precision : {"fp32", "fp64"})
@@ -278,14 +304,24 @@ void probe_peak(attn::SimdLevel level, std::map<std::string, double>& peak) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--peak-rss") == 0) return peak_rss();
+  // Repetitions interleaved at random unless the caller says otherwise: each configuration's
+  // repetitions (and BM_FmaPeak's) then spread over the whole run instead of one stretch of it.
+  std::vector<char*> args(argv, argv + argc);
+  char interleave[] = "--benchmark_enable_random_interleaving=true";
+  if (std::none_of(args.begin() + 1, args.end(),
+                   [](const char* a) { return std::strncmp(a, "--benchmark_enable_random_interleaving", 38) == 0; }))
+    args.insert(args.begin() + 1, interleave);
+  argc = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  argv = args.data();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   // The peak at the level the kernel dispatches to, probed before and after the benchmarks in the
-  // same run, the higher of the two kept: a busy neighbour (this kind of VM shares its cores) only
-  // lowers a probe, and a low peak would overstate every % below (one run here probed 217.9 fp32
-  // GFLOP/s on 1 thread after the benchmarks against 236-245 in others).
+  // same run (and by BM_FmaPeak among them, when it runs), the highest kept: a busy neighbour (this
+  // kind of VM shares its cores) only lowers a probe, and a low peak would overstate every % below
+  // (one run here probed 217.9 fp32 GFLOP/s on 1 thread after the benchmarks against 236-245 in
+  // others).
   const attn::SimdLevel level = attn::best_simd_level();
-  std::map<std::string, double> peak;  // "fp32 threads=2" -> GFLOP/s
   probe_peak(level, peak);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
@@ -293,8 +329,8 @@ int main(int argc, char** argv) {
   const char* level_name = level == attn::SimdLevel::avx512 ? "avx512"
                            : level == attn::SimdLevel::avx2 ? "avx2"
                                                             : "sse2";
-  std::printf("\nFMA peak at the kernel's SIMD level (%s, %d chains per thread; the higher of a probe before and\n"
-              "one after the benchmarks):\n", level_name, attn::bench::kChains);
+  std::printf("\nFMA peak at the kernel's SIMD level (%s, %d chains per thread; the best of a probe before and\n"
+              "one after the benchmarks and of BM_FmaPeak among them):\n", level_name, attn::bench::kChains);
   for (const char* precision : {"fp32", "fp64"}) {
     const std::string p = precision;
     for (unsigned threads : {1u, 2u})
