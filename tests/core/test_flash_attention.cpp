@@ -274,30 +274,35 @@ TEST(FlashAttention, ThreadCountGivesIdenticalBits) {
   }
 }
 
-// The scratch a calling thread keeps between calls (kept_scratch): a small call after larger ones
-// (more keys, wider heads, other tiles, the other precision, two threads, a scratch above the
-// kept limit) gives the bits it gives on a thread that never called the kernel. The larger calls
-// leave their own values in the reused buffer, so a part read before this call wrote it shows.
+// The scratch a calling thread keeps between calls (kept_scratch): every call of a sequence that
+// grows it, reuses it for smaller calls of another shape, mixes precisions and thread counts and
+// passes the kept limit gives the bits it gives on a thread that never called the kernel. Earlier
+// calls leave their own values in the reused buffer, so a part read before its call wrote it
+// shows; `deep` then `long` reuse one buffer for parts of very different sizes (a layout kept
+// from the call before puts long's accumulators over its row maxima).
 template <class T> void expect_reuse_gives_fresh_bits(SimdLevel level) {
-  Case small = random_case({2, 3, 37, 29, 40, 24}, MaskKind::explicit_mask, /*seed=*/31);
-  small.options.simd = level;
+  using Other = std::conditional_t<sizeof(T) == 4, double, float>;
   const std::vector<double> sinks = {0.5, -1.0, 2.0};  // rows with no key: their acc is never written
-  small.options.sinks = sinks;
-  std::vector<T> fresh;
-  std::thread([&] { fresh = run_fast<T>(small); }).join();
-  Case wide = random_case({1, 2, 300, 530, 64, 72}, MaskKind::none, /*seed=*/32);
-  wide.options.simd = level, wide.options.threads = 2;
-  Case tall = random_case({1, 1, 9000, 8, 64, 64}, MaskKind::causal, /*seed=*/33);  // > 4 MiB of scratch
-  tall.options.simd = level, tall.options.query_tile = 9000;
-  std::thread([&] {  // a thread of its own, so that its first call's scratch is the small call's
-    (void)run_fast<T>(small);
-    for (const Case* before : {&wide, &tall}) {
-      (void)run_fast<T>(*before);  // grows the scratch kept from the call before
-      (void)run_fast<std::conditional_t<sizeof(T) == 4, double, float>>(*before);
-      const std::vector<T> again = run_fast<T>(small);
-      EXPECT_TRUE(again.size() == fresh.size() &&
-                  std::memcmp(again.data(), fresh.data(), fresh.size() * sizeof(T)) == 0)
-          << level_name(level) << (sizeof(T) == 4 ? " fp32" : " fp64") << " after " << before->shape.n << " rows";
+  std::vector<Case> cases = {
+      random_case({2, 3, 37, 29, 40, 24}, MaskKind::explicit_mask, /*seed=*/31),  // small, with sinks
+      random_case({1, 2, 300, 530, 64, 72}, MaskKind::none, /*seed=*/32),          // wide, 2 threads
+      random_case({1, 1, 8, 256, 256, 8}, MaskKind::none, /*seed=*/33),            // deep: long keys
+      random_case({1, 1, 512, 8, 8, 64}, MaskKind::causal, /*seed=*/34),           // long: many rows
+      random_case({1, 1, 9000, 8, 64, 64}, MaskKind::causal, /*seed=*/35),         // tall: > 4 MiB, freed after
+  };
+  cases[0].options.sinks = sinks;
+  cases[1].options.threads = 2;
+  cases[4].options.query_tile = 9000;
+  for (Case& c : cases) c.options.simd = level;
+  std::vector<std::vector<T>> fresh(cases.size());
+  for (std::size_t k = 0; k < cases.size(); ++k) std::thread([&] { fresh[k] = run_fast<T>(cases[k]); }).join();
+  std::thread([&] {  // a thread of its own, so that its first call's scratch is the first case's
+    for (std::size_t k : {0, 1, 0, 2, 3, 0, 4, 3, 0}) {
+      const std::vector<T> again = run_fast<T>(cases[k]);
+      EXPECT_TRUE(again.size() == fresh[k].size() &&
+                  std::memcmp(again.data(), fresh[k].data(), again.size() * sizeof(T)) == 0)
+          << level_name(level) << (sizeof(T) == 4 ? " fp32" : " fp64") << ": case " << k;
+      (void)run_fast<Other>(cases[k]);
     }
   }).join();
 }
