@@ -871,11 +871,21 @@ template <class T, int W, class Parts = void> struct Core {
     if (bits != nullptr)
       for (std::size_t jj = first; jj < limit; ++jj) scores[jj] = bits[jj] != 0 ? scores[jj] : minus_inf;
     if (!have_top) {
-      top = splat<V>(minus_inf);
-      for (std::size_t jj = start; jj < cols; jj += W) {
-        const V x = load<V>(scores + jj);
-        top = x > top ? x : top;
+      // Two running maxima, of the even and of the odd vectors: with one, the pass was a chain of
+      // dependent maxima. The max of a set does not depend on the order (a NaN never enters: x >
+      // top is false; of ±0 either may be kept, and s - max is then the same).
+      V top_even = splat<V>(minus_inf), top_odd = top_even;
+      std::size_t jj = start;
+      for (; jj + 2 * W <= cols; jj += 2 * W) {
+        const V x = load<V>(scores + jj), y = load<V>(scores + jj + W);
+        top_even = x > top_even ? x : top_even;
+        top_odd = y > top_odd ? y : top_odd;
       }
+      if (jj < cols) {
+        const V x = load<V>(scores + jj);
+        top_even = x > top_even ? x : top_even;
+      }
+      top = top_odd > top_even ? top_odd : top_even;
     }
     return reduce_max<T, W>(top);
   }
