@@ -56,6 +56,7 @@ struct KernelChoices {
   std::size_t tile = 0;  ///< keys per online-softmax tile, from position 0; 0: the whole row in one tile
   Scaling scaling = Scaling::scores;
   bool normalize_first = false;           ///< divide P by the sum before P·V (one tile only)
+  bool reciprocal = false;                ///< normalize by acc·fl(1/sum), FlashAttention 2's epilogue (two roundings)
   double (*round_p)(double) = nullptr;    ///< P rounded before P·V (the sum keeps unrounded P)
   double (*round_out)(double) = nullptr;  ///< the output rounded at the end
   /// 0: the sum by tile sums, P·V straight into the accumulator; c: both in chunks of c positions
@@ -185,7 +186,10 @@ std::vector<double> attention_kernel(const Head& h, const KernelChoices& choices
     if (choices.splits <= 1) {
       const Partial all = run(0, h.S);
       for (std::size_t c = 0; c < h.Ev; ++c)
-        y[c] = all.m == -inf ? T(0) : choices.normalize_first ? all.acc[c] : all.acc[c] / all.sum;
+        y[c] = all.m == -inf             ? T(0)
+               : choices.normalize_first ? all.acc[c]
+               : choices.reciprocal      ? all.acc[c] * (T(1) / all.sum)
+                                         : all.acc[c] / all.sum;
       const T m = raw && !choices.lse_max_unscaled ? all.m * factor : all.m;
       if (all.m != -inf) row_lse = m + (folded ? std::log2(all.sum) : std::log(all.sum));
     } else {

@@ -153,6 +153,7 @@ std::vector<Variant> correct_variants(Rounding p, Rounding out) {
       {"normalize-first", {.normalize_first = true, .round_out = out}},
       {"tiled-7", {.tile = 7, .round_p = p, .round_out = out}},
       {"tiled-1", {.tile = 1, .round_p = p, .round_out = out}},
+      {"tiled-16-reciprocal", {.tile = 16, .reciprocal = true, .round_p = p, .round_out = out}},
       {"query-first", {.tile = 16, .scaling = Scaling::query_first, .round_p = p, .round_out = out}},
       {"folded-exp2", {.tile = 16, .scaling = Scaling::folded_exp2, .round_p = p, .round_out = out}},
       {"folded-exp2-tiled-1", {.tile = 1, .scaling = Scaling::folded_exp2, .round_p = p, .round_out = out}},
