@@ -102,8 +102,14 @@
 // inside its chunk, one addition per chunk joining the running sum after it (<= N_c) and at most T
 // rescale products: depth D := c - 1 + N_c + T (undeclared: 2k), Σ̂ = Σ ê θ_D (the θ's of positive
 // terms average into one). Each term of the accumulator also has the product p·v: θ_{D+1}. One
-// division (or, normalizing before, one division per weight and the same additions):
-// ŷ = Σ_j ω_j v_j θ_{2D+1}, so |ŷ - Σ ω_j v_j| <= ρ Σ_j ω_j |v_j|, ρ := (1 + γ_{2D+1+c_v})(1 + u_P) - 1,
+// division (or, normalizing before, one division per weight and the same additions; or a
+// reciprocal and a product, acc·fl(1/ℓ), FlashAttention 2's epilogue): ŷ = Σ_j ω_j v_j θ_{2D+1}.
+// The count: D over-counts each term's roundings by two. A key is rescaled only by the tiles
+// after its own (<= T - 1 products: the first tile's α multiplies exact zeros or is skipped) and
+// the first chunk joins an exact 0 (<= N_c - 1 rounded joins), so a term of ℓ carries at most
+// θ_{D-2} (θ_{D-1} with a sink added in) and a term of the accumulator θ_{D-1} (its product
+// included); one division makes θ_{2D-1}, a reciprocal and a product θ_{2D}, within θ_{2D+1}
+// (TensorBand.Every*KernelWithinBand runs the reciprocal kernel). So |ŷ - Σ ω_j v_j| <= ρ Σ_j ω_j |v_j|, ρ := (1 + γ_{2D+1+c_v})(1 + u_P) - 1,
 // where c_v = 1 when v converts to compute and u_P = u_k when P is rounded to V's format (relative
 // u_k per weight; u_k = u_s unless mixed; mixed, P may be rounded to the query's format and then
 // V's: u_P = (1 + u_s)(1 + u_v) - 1).
