@@ -363,8 +363,9 @@ KernelStatus kernel_tanh(std::span<const double> x, std::span<double> out, SimdL
 //         |θ_j| <= θ = expm1(a + T·log1p(2·ulps·u) + T·log1p(u)).
 // Step 4: the row sum and each accumulator are sums of `keys` terms in some order, rescaled at
 //         most T times: relative γ_(keys+T) and γ_(keys+T+1) (the +1: the product p·v).
-// Step 5: ô = Ô·fl(1/l̂) rounded: two roundings (1/l̂ is normal: 1 <= l̂ <= keys + 1, far below 2^126),
-//         so |ô - o| <= Σ_j w_j|v_j|·((1+θ)(1+γ_(keys+T+1))(1+u)² / ((1-θ)(1-γ_(keys+T))) - 1). Exps flushed to +0 below the smallest normal λ and subnormal
+// Step 5: ô = Ô·fl(1/l̂) rounded: two roundings (1/l̂ is normal: 1 <= l̂ <= keys + 1, far below
+//         2^126), so |ô - o| <= Σ_j w_j|v_j|·((1+θ)(1+γ_(keys+T+1))(1+u)² / ((1-θ)(1-γ_(keys+T))) - 1).
+//         Exps flushed to +0 below the smallest normal λ and subnormal
 //         products each lose less than λ against a sum >= 1 (the largest term is exp(0) = 1):
 //         + 2·(keys + T)·λ·max|v|.
 // This is much looser than the errors seen in practice (the γ_keys summation term dominates for

@@ -109,7 +109,8 @@
 // the first chunk joins an exact 0 (<= N_c - 1 rounded joins), so a term of ℓ carries at most
 // θ_{D-2} (θ_{D-1} with a sink added in) and a term of the accumulator θ_{D-1} (its product
 // included); one division makes θ_{2D-1}, a reciprocal and a product θ_{2D}, within θ_{2D+1}
-// (TensorBand.Every*KernelWithinBand runs the reciprocal kernel). So |ŷ - Σ ω_j v_j| <= ρ Σ_j ω_j |v_j|, ρ := (1 + γ_{2D+1+c_v})(1 + u_P) - 1,
+// (TensorBand.Every*KernelWithinBand runs the reciprocal kernel). So
+// |ŷ - Σ ω_j v_j| <= ρ Σ_j ω_j |v_j|, ρ := (1 + γ_{2D+1+c_v})(1 + u_P) - 1,
 // where c_v = 1 when v converts to compute and u_P = u_k when P is rounded to V's format (relative
 // u_k per weight; u_k = u_s unless mixed; mixed, P may be rounded to the query's format and then
 // V's: u_P = (1 + u_s)(1 + u_v) - 1).
