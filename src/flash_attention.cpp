@@ -285,13 +285,13 @@ KernelStatus flash_attention(const FlashShape& shape, std::span<const double> Q,
 
 std::size_t flash_tile_budget() {
   static const std::size_t budget = [] {
-    constexpr std::size_t kLeast = 64 * 1024, kMost = 256 * 1024;
+    constexpr std::size_t kLeast = 64 * 1024, kMost = 512 * 1024;
     long l2 = 0;
 #ifdef _SC_LEVEL2_CACHE_SIZE
     l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);  // glibc: from CPUID; 0 or -1 when unknown
 #endif
     if (l2 <= 0) return kLeast;
-    return std::clamp(static_cast<std::size_t>(l2) / 4, kLeast, kMost);
+    return std::clamp(static_cast<std::size_t>(l2) / 2, kLeast, kMost);
   }();
   return budget;
 }
@@ -300,7 +300,7 @@ std::size_t flash_key_tile(const FlashShape& shape, const FlashOptions& options,
   if (options.key_tile) return *options.key_tile;
   const std::size_t budget = flash_tile_budget();
   const std::size_t row = (shape.head_dim_k + shape.head_dim_v) * element_size;
-  std::size_t tile = 256;
+  std::size_t tile = 512;
   while (tile > 64 && tile * row > budget) tile /= 2;
   return tile;
 }

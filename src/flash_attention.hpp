@@ -73,9 +73,9 @@ struct FlashOptions {
                                              ///< converted once to the kernel's precision
   /// Queries per work item. Unset: flash_query_tile's choice, 512 rows, or fewer under a sliding window.
   std::optional<std::size_t> query_tile;
-  /// Keys per online step, rounded up to the SIMD tile. Unset: flash_key_tile's choice, 256, 128 or 64
-  /// keys, the most whose K and V rows fit a quarter of the L2 cache (so the default, and with it
-  /// the output's last bits, can differ between machines whose L2 differs).
+  /// Keys per online step, rounded up to the SIMD tile. Unset: flash_key_tile's choice, 512, 256, 128
+  /// or 64 keys, the most whose K and V rows fit half the L2 cache (so the default, and with it the
+  /// output's last bits, can differ between machines whose L2 differs).
   std::optional<std::size_t> key_tile;
   unsigned threads = 1;                      ///< 0 = std::thread::hardware_concurrency(); kept across calls (run_on_workers)
   SimdLevel simd = SimdLevel::automatic;
@@ -86,7 +86,7 @@ struct FlashOptions {
 /// FlashOptions, added to the scaled (and capped) scores; -inf excludes the key, NaN and +inf are
 /// refused. A query row with no key taking part is exactly +0.0. Results do not depend on the
 /// thread count (bitwise). Each calling thread keeps its per-worker scratch between calls (up to
-/// 4 MiB per worker, about 300 KiB at fp32 hd 64 with the default tiles; a larger one is freed when
+/// 4 MiB per worker, about 430 KiB at fp32 hd 64 with the default tiles; a larger one is freed when
 /// its call returns), so repeated calls allocate nothing; std::bad_alloc leaves before any work.
 [[nodiscard]] KernelStatus flash_attention(const FlashShape& shape, std::span<const float> Q, std::span<const float> K,
                                            std::span<const float> V, std::span<float> out, const FlashOptions& options,
@@ -98,21 +98,23 @@ struct FlashOptions {
                                            const FlashOptions& options, std::span<const double> additive_mask = {});
 
 /// The key tile a call uses before the SIMD rounding: options.key_tile, or when unset the most of
-/// 256, 128 and 64 keys whose K and V rows, key_tile·(head_dim_k + head_dim_v)·element_size bytes,
-/// fit in a quarter of this CPU's L2 cache (flash_tile_budget), else 64. A key tile's fixed costs
+/// 512, 256, 128 and 64 keys whose K and V rows, key_tile·(head_dim_k + head_dim_v)·element_size
+/// bytes, fit in half this CPU's L2 cache (flash_tile_budget), else 64. A key tile's fixed costs
 /// (each register tile's online step, α and P·V's rescale of its accumulators, the calls of the
 /// products, the diagonal's rounding) are spread over its keys, and every key tile streams the
 /// work item's queries and accumulators once more; the tile itself, re-read by every row group,
-/// stays in L2 beside them. Zen 5 (1 MiB L2, so 256 KiB; best of 3-4 alternating runs of
-/// bench_attention): 256 keys at fp32 hd 64 and 128 and fp64 hd 64, 128 at fp64 hd 128, were
-/// 3-12% faster than the 64 KiB budget before (128 keys at fp32 hd 64, else 64); 512 keys at fp64
-/// hd 64 (512 KiB) were 6-11% slower than 256. On the first machines a 128 KiB budget had been
-/// slower at n = 512 than 64 KiB (hd 128: 57% of the FMA peak against 64% at fp32).
+/// stays in L2 beside them. Zen 5 (1 MiB L2, so 512 KiB): 512 keys at fp32 hd 64 and 128 and
+/// fp64 hd 64, 256 at fp64 hd 128, against half as many (a quarter of the L2, the rule before),
+/// calls alternating in one process, best of each: fp32 1-8% faster at n = 512 (causal hd 64 on
+/// 2 threads 7.6%), up to 7% at n = 2048; fp64 0-4% faster in 13 of the 16 configurations and
+/// within 1.1% slower in 3 (n = 2048 on 2 threads, where tile, queries and accumulators together
+/// pass the L2). Earlier kernels had measured 512 keys at fp64 hd 64 6-11% slower than 256, and
+/// on the first machines a 128 KiB budget slower at n = 512 than 64 KiB.
 [[nodiscard]] std::size_t flash_key_tile(const FlashShape& shape, const FlashOptions& options,
                                          std::size_t element_size);
 
-/// flash_key_tile's budget in bytes: a quarter of the L2 cache the C library reports, within
-/// [64 KiB, 256 KiB]; 64 KiB when it reports none.
+/// flash_key_tile's budget in bytes: half the L2 cache the C library reports, within
+/// [64 KiB, 512 KiB]; 64 KiB when it reports none.
 [[nodiscard]] std::size_t flash_tile_budget();
 
 /// The query tile a call uses: options.query_tile, or when unset 512 rows (a packed key tile serves
