@@ -125,7 +125,9 @@ template <> struct ExpConstants<double> {
 // compiler is GCC (clang checks an asm operand's register size before the AVX-512 entry inlines
 // this; its builds, the fuzzers, take the polynomial path), exp is table-driven:
 //   x = (16n + j)·ln2/16 + r, e^x = 2^n·2^(j/16)·(1 + q(r)),
-// q(r) = r + r²/2 + r³/6 + r⁴/24 (fp64: Taylor to r⁷/7!). Its error, relative (u = 2^-24, 2^-53):
+// q(r) = r + r²/2 + r³/6 + r⁴/24 (fp64: Taylor to r⁷/7!), for the lanes xc = x >= lowest (the
+// others are not clamped: whatever they compute, the final select makes them +0). Its error,
+// relative (u = 2^-24, 2^-53):
 //  - reduction: t = xc·fl(16·log2e) + 1.5·2^23 rounds to the integer 16n + j in t's low bits
 //    (its own rounding only moves which integer: |r| <= 0.50012·ln2/16 = 0.021665); (16n + j)·hi
 //    is exact (hi = 0x1.63p-5 has 9 bits, |16n + j| <= 2016 has 11; fp64 hi = 0x1.62e4p-5 has 15
@@ -150,7 +152,7 @@ template <> struct ExpConstants<double> {
 // result y every case is within kKernelExpUlps = 2 (an error of ε·|y| is ε·m/(2u) ulps; at the
 // bottom, the table's and q's part so, plus 1 ulp for the two roundings: <= 1.52 and 1.57 ulps),
 // and relative within the 4u (2·kKernelExpUlps·u) that flash_error_bound and fp64's softcap tanh
-// assume. Range: xc >= lowest gives 16n + j >= -2016 (n >= -126; fp64 -16352, n >= -1022), and
+// assume. Range: x >= lowest gives 16n + j >= -2016 (n >= -126; fp64 -16352, n >= -1022), and
 // at that bottom j = 0 and r >= 4.5·10^-6 > 0 (fp64 0.0064), so every s and the result are
 // normal. The entry is picked by vpermps from one register of 16 (fp32) or by vpermt2pd from two
 // of 8 (fp64), which read only the index's low 4 bits: j. NaN stays NaN (q̂ is NaN), -inf gives +0.
@@ -170,15 +172,16 @@ ATTN_INLINE void vector_exp_n(V (&x)[N], const T* constants = ExpConstants<T>::t
   const T* k = constants;
   const T lowest = k[0];
   V xc[N], t[N], r[N], p[N];
-#pragma GCC unroll 8
-  for (int v = 0; v < N; ++v) xc[v] = x[v] < lowest ? lowest : x[v];
   if constexpr (kTableExp<V>) {
+    // No clamp: a lane below `lowest` (or -inf) may compute garbage (its 2^n wraps the exponent
+    // field), and the result's select discards it; the lanes kept compute as they did with one (a
+    // max with `lowest`, in the chain of every exp before its first FMA).
     constexpr int kShift = C::kStepBits;
 #pragma GCC unroll 8
     for (int v = 0; v < N; ++v) {
-      t[v] = xc[v] * k[C::kScale] + k[4];
+      t[v] = x[v] * k[C::kScale] + k[4];
       const V n = t[v] - k[4];
-      r[v] = (xc[v] - n * k[C::kScale + 1]) - n * k[C::kScale + 2];
+      r[v] = (x[v] - n * k[C::kScale + 1]) - n * k[C::kScale + 2];
     }
 #pragma GCC unroll 8
     for (int v = 0; v < N; ++v) p[v] = r[v] * k[C::kFirstCoefficient] + k[C::kFirstCoefficient + 1];
@@ -207,6 +210,8 @@ ATTN_INLINE void vector_exp_n(V (&x)[N], const T* constants = ExpConstants<T>::t
     }
     return;
   }
+#pragma GCC unroll 8
+  for (int v = 0; v < N; ++v) xc[v] = x[v] < lowest ? lowest : x[v];
 #pragma GCC unroll 8
   for (int v = 0; v < N; ++v) t[v] = xc[v] * k[1] + k[4];
 #pragma GCC unroll 8
@@ -926,8 +931,12 @@ template <class T, int W, class Parts = void> struct Core {
       // Four vectors at a time (then two, then one: cols - start is a multiple of W), each step of
       // exp over all of them before the next, so that their independent chains (13 dependent FMAs
       // in fp64's polynomial) sit side by side in program order: bench_kernel_parts, one at a
-      // time 0.61 ns per fp64 score, four 0.50 (fp32 0.24 -> 0.21; eight spill registers).
+      // time 0.61 ns per fp64 score, four 0.50 (fp32 0.24 -> 0.21). Eight spill registers, and
+      // are taken only by fp32's table-driven exp, where they still measure 3-5% faster
+      // (bench_kernel_parts OnlineStep, 6 rounds alternating: p10 905 -> 858 ns; fp64 even).
       std::size_t jj = start;
+      if constexpr (kTableExp<V> && sizeof(T) == 4)  // fp32 on AVX-512: eight (see above)
+        for (; jj + 8 * W <= cols; jj += 8 * W) exp_scores<8>(job, row + jj, new_max[r], sum);
       for (; jj + 4 * W <= cols; jj += 4 * W) exp_scores<4>(job, row + jj, new_max[r], sum);
       for (; jj + 2 * W <= cols; jj += 2 * W) exp_scores<2>(job, row + jj, new_max[r], sum);
       if (jj < cols) exp_scores<1>(job, row + jj, new_max[r], sum);
