@@ -291,8 +291,8 @@ void BM_FmaPeak(benchmark::State& state) {
 BENCHMARK(BM_FmaPeak)->ArgNames({"fp64", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime()
     ->ArgsProduct({{0, 1}, {1, 2}});
 
-// The FMA peak at `level` per "fp32 threads=1" etc., raised to any higher value already in `peak`.
-void probe_peak(attn::SimdLevel level, std::map<std::string, double>& peak) {
+// Probes the FMA peak at `level` for each precision and thread count; `peak` keeps the higher.
+void probe_peak(attn::SimdLevel level) {
   for (const char* precision : {"fp32", "fp64"})
     for (unsigned threads : {1u, 2u}) {
       double& best = peak[std::string(precision) + " threads=" + std::to_string(threads)];
@@ -322,10 +322,10 @@ int main(int argc, char** argv) {
   // (one run here probed 217.9 fp32 GFLOP/s on 1 thread after the benchmarks against 236-245 in
   // others).
   const attn::SimdLevel level = attn::best_simd_level();
-  probe_peak(level, peak);
+  probe_peak(level);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  probe_peak(level, peak);
+  probe_peak(level);
   const char* level_name = level == attn::SimdLevel::avx512 ? "avx512"
                            : level == attn::SimdLevel::avx2 ? "avx2"
                                                             : "sse2";
