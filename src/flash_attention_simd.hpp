@@ -173,6 +173,8 @@ ATTN_INLINE void vector_exp_n(V (&x)[N], const T* constants = ExpConstants<T>::t
   const T lowest = k[0];
   V xc[N], t[N], r[N], p[N];
   if constexpr (kTableExp<V>) {
+    using Lane = std::remove_cvref_t<decltype(I{}[0])>;
+    typedef std::make_unsigned_t<Lane> U __attribute__((vector_size(sizeof(I))));
     // No clamp: a lane below `lowest` (or -inf) may compute garbage (its 2^n wraps the exponent
     // field), and the result's select discards it; the lanes kept compute as they did with one (a
     // max with `lowest`, in the chain of every exp before its first FMA).
@@ -203,8 +205,10 @@ ATTN_INLINE void vector_exp_n(V (&x)[N], const T* constants = ExpConstants<T>::t
         entry = table;  // lanes whose index has bit 3 set read table_high
         asm("vpermt2pd %2, %1, %0" : "+v"(entry) : "v"(t[v]), "v"(table_high));
       }
+      // The add in unsigned lanes: a discarded lane's 2^n (its argument below `lowest`, unclamped)
+      // may wrap, which signed lanes must not.
       const I exponent = (__builtin_bit_cast(I, t[v]) >> kShift) << C::mantissa_bits;
-      const V scale = __builtin_bit_cast(V, __builtin_bit_cast(I, entry) + exponent);
+      const V scale = __builtin_bit_cast(V, __builtin_bit_cast(U, entry) + __builtin_bit_cast(U, exponent));
       const V e = scale * q + scale;
       x[v] = x[v] < lowest ? V{} : e;
     }
