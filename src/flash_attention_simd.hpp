@@ -171,7 +171,7 @@ ATTN_INLINE void vector_exp_n(V (&x)[N], const T* constants = ExpConstants<T>::t
   using C = ExpConstants<T>;
   const T* k = constants;
   const T lowest = k[0];
-  V xc[N], t[N], r[N], p[N];
+  V t[N], r[N], p[N];
   if constexpr (kTableExp<V>) {
     using Lane = std::remove_cvref_t<decltype(I{}[0])>;
     typedef std::make_unsigned_t<Lane> U __attribute__((vector_size(sizeof(I))));
@@ -214,6 +214,7 @@ ATTN_INLINE void vector_exp_n(V (&x)[N], const T* constants = ExpConstants<T>::t
     }
     return;
   }
+  V xc[N];  // the polynomial path (SSE2, AVX2, clang builds) keeps its clamp
 #pragma GCC unroll 8
   for (int v = 0; v < N; ++v) xc[v] = x[v] < lowest ? lowest : x[v];
 #pragma GCC unroll 8
