@@ -224,7 +224,7 @@ template <class T> KernelStatus run(const FlashShape& sh, std::span<const T> Q, 
     job.softcap_factor = std::isnormal(factor) && std::isfinite(2 * factor) ? factor : T(0);  // 2k is used
   }
   // Tiles never exceed the problem, so a huge tile option cannot size a huge scratch buffer.
-  job.query_tile = std::min(flash_query_tile(opt), std::max<std::size_t>(sh.n, 1));
+  job.query_tile = std::min(flash_query_tile(sh, opt, sizeof(T)), std::max<std::size_t>(sh.n, 1));
   job.key_tile = flash_detail::round_up(std::min(flash_key_tile(sh, opt, sizeof(T)), std::max<std::size_t>(sh.m, 1)), tile);
   job.head_dim_v_padded = flash_detail::round_up(sh.head_dim_v, tile);
   const std::size_t items = job.items();
@@ -305,12 +305,20 @@ std::size_t flash_key_tile(const FlashShape& shape, const FlashOptions& options,
   return tile;
 }
 
-std::size_t flash_query_tile(const FlashOptions& options) {
+std::size_t flash_query_tile(const FlashShape& shape, const FlashOptions& options, std::size_t element_size) {
   if (options.query_tile) return *options.query_tile;
-  constexpr std::size_t kRows = 512;
-  if (options.window_left < 0) return kRows;
-  const auto w = static_cast<std::size_t>(options.window_left);
-  return std::min(kRows, flash_detail::round_up(std::max<std::size_t>(w, 64), 64));
+  constexpr std::size_t kRows = 512, kMostRows = 2048, kAccumulatorBytes = std::size_t{1} << 20, kItemsPerThread = 8;
+  if (options.window_left >= 0) {
+    const auto w = static_cast<std::size_t>(options.window_left);
+    return std::min(kRows, flash_detail::round_up(std::max<std::size_t>(w, 64), 64));
+  }
+  const std::size_t threads = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  const auto items = [&](std::size_t rows) { return shape.batch * shape.q_heads * ((shape.n + rows - 1) / rows); };
+  std::size_t rows = kRows;
+  while (rows < kMostRows && rows < shape.n && 2 * rows * shape.head_dim_v * element_size <= kAccumulatorBytes &&
+         (threads == 1 || items(2 * rows) >= kItemsPerThread * threads))
+    rows *= 2;
+  return rows;
 }
 
 SimdLevel best_simd_level() {

@@ -71,7 +71,8 @@ struct FlashOptions {
   double scale_divisor = 1.0;                ///< scores are Q·Kᵀ / scale_divisor (> 0) unless `scale` is set
   std::optional<double> scale;               ///< PyTorch's multiplier: scores are (Q·Kᵀ)·scale (finite, any sign),
                                              ///< converted once to the kernel's precision
-  /// Queries per work item. Unset: flash_query_tile's choice, 512 rows, or fewer under a sliding window.
+  /// Queries per work item. Unset: flash_query_tile's choice, 512-2048 rows, or fewer under a sliding
+  /// window. Results do not depend on it (bitwise).
   std::optional<std::size_t> query_tile;
   /// Keys per online step, rounded up to the SIMD tile. Unset: flash_key_tile's choice, 512, 256, 128
   /// or 64 keys, the most whose K and V rows fit half the L2 cache (so the default, and with it the
@@ -86,8 +87,9 @@ struct FlashOptions {
 /// FlashOptions, added to the scaled (and capped) scores; -inf excludes the key, NaN and +inf are
 /// refused. A query row with no key taking part is exactly +0.0. Results do not depend on the
 /// thread count (bitwise). Each calling thread keeps its per-worker scratch between calls (up to
-/// 4 MiB per worker, about 430 KiB at fp32 hd 64 with the default tiles; a larger one is freed when
-/// its call returns), so repeated calls allocate nothing; std::bad_alloc leaves before any work.
+/// 4 MiB per worker, about 430 KiB at fp32 hd 64 with 512-row tiles, 920 KiB with 2048; a larger
+/// one is freed when its call returns), so repeated calls allocate nothing; std::bad_alloc leaves
+/// before any work.
 [[nodiscard]] KernelStatus flash_attention(const FlashShape& shape, std::span<const float> Q, std::span<const float> K,
                                            std::span<const float> V, std::span<float> out, const FlashOptions& options,
                                            std::span<const float> additive_mask = {});
@@ -118,10 +120,20 @@ struct FlashOptions {
 [[nodiscard]] std::size_t flash_tile_budget();
 
 /// The query tile a call uses: options.query_tile, or when unset 512 rows (a packed key tile serves
-/// that many; 256 measured slower), or under a left window w >= 0 max(64, w) rows rounded up to 64
-/// when that is fewer: a tile's rows see w + rows keys, so its work stays within about twice the
-/// window's own.
-[[nodiscard]] std::size_t flash_query_tile(const FlashOptions& options);
+/// that many; 256 measured slower), doubled up to 2048 while the accumulators' rows·head_dim_v·
+/// element_size bytes stay within 1 MiB and, on more than one thread (options.threads, 0 = every
+/// core), the work items (batch · q_heads · ⌈n / rows⌉) stay at least 8 per thread: each key tile
+/// is packed once per tile of queries, and packing is then a quarter of what it was. Zen 5, calls
+/// alternating with 512-row tiles in one process, best of each: on 1 thread at n = 2048 (8 heads)
+/// 2048 rows ran 1.1-5% faster in 7 of 8 configurations (fp32 causal hd 64 0.4% slower); on 2
+/// threads at n = 8192, 2.4-3.6% faster (3 configurations). On 2 threads at n = 2048 the eight
+/// items of 2048 rows ran 0.3-2% slower in 4 of 8 (means up to 5%), and 1024 rows, the rule's
+/// choice there, stayed within the noise of 512 (best call -2.2% to +4.8%, 25th percentile -2.8%
+/// to +1.3%). Under a left window w >= 0: max(64, w) rows rounded up to 64 when that is fewer than
+/// 512, as a tile's rows see w + rows keys, so its work stays within about twice the window's own.
+/// The result does not depend on the query tile (bitwise).
+[[nodiscard]] std::size_t flash_query_tile(const FlashShape& shape, const FlashOptions& options,
+                                           std::size_t element_size);
 
 /// The widest SimdLevel this CPU runs.
 [[nodiscard]] SimdLevel best_simd_level();

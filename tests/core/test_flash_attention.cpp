@@ -263,6 +263,74 @@ TEST(FlashAttention, ResultsIndependentOfTileSizesWithinTheBound) {
     }
 }
 
+// The default query tile follows the thread count (flash_query_tile), so the result must not
+// depend on the query tile at all: each row's key tiles end on the same grid whatever rows share
+// its work item. Every option that changes which keys a row sees or what its scores are.
+TEST(FlashAttention, QueryTileGivesIdenticalBits) {
+  struct Variant {
+    const char* name;
+    MaskKind mask;
+    CausalAlignment alignment;
+    long window_left;
+    double softcap;
+    bool alibi, sinks, key_lengths;
+  };
+  const Variant variants[] = {{"causal bottom-right", MaskKind::causal, CausalAlignment::bottom_right, -1, 0, false, false, false},
+                              {"window 100", MaskKind::none, CausalAlignment::top_left, 100, 0, false, false, false},
+                              {"softcap, ALiBi", MaskKind::none, CausalAlignment::top_left, -1, 5, true, false, false},
+                              {"sinks, key lengths, causal", MaskKind::causal, CausalAlignment::top_left, -1, 0, false, true, true}};
+  const std::vector<double> per_head = {0.25, 1.5};
+  for (const Variant& v : variants) {
+    // 1 thread: the default tile holds all 600 rows; 2 threads: 512 (too few work items for more).
+    Case c = random_case({2, 2, 600, 640, 8, 8}, v.mask, /*seed=*/21);
+    c.alignment = v.alignment;
+    c.options.window_left = v.window_left, c.options.window_right = v.window_left < 0 ? -1 : 0;
+    c.options.softcap = v.softcap;
+    if (v.alibi) c.options.alibi_slopes = per_head;
+    if (v.sinks) c.options.sinks = per_head;
+    if (v.key_lengths) c.key_lengths = {640, 333};
+    ASSERT_NE(flash_query_tile(c.shape, c.options, sizeof(float)), 512u) << v.name;
+    for (SimdLevel level : supported_levels()) {
+      c.options.simd = level;
+      c.options.threads = 1, c.options.query_tile.reset();
+      const std::vector<float> whole32 = run_fast<float>(c);
+      const std::vector<double> whole64 = run_fast<double>(c);
+      for (std::size_t tile : {0, 7, 64}) {
+        c.options.threads = tile == 0 ? 2 : 1;
+        if (tile == 0) c.options.query_tile.reset(); else c.options.query_tile = tile;
+        const std::vector<float> tiled32 = run_fast<float>(c);
+        const std::vector<double> tiled64 = run_fast<double>(c);
+        EXPECT_EQ(std::memcmp(whole32.data(), tiled32.data(), whole32.size() * sizeof(float)), 0)
+            << v.name << ", " << level_name(level) << ", query tile " << tile << " (0: the 2-thread default)";
+        EXPECT_EQ(std::memcmp(whole64.data(), tiled64.data(), whole64.size() * sizeof(double)), 0)
+            << v.name << ", " << level_name(level) << ", query tile " << tile << " (0: the 2-thread default)";
+      }
+    }
+  }
+}
+
+TEST(FlashAttention, DefaultQueryTileGrowsWithinItsAccumulatorsAndThreads) {
+  FlashShape shape{1, 8, 8, 8192, 8192, 64, 64};
+  FlashOptions options;
+  options.threads = 1;
+  EXPECT_EQ(flash_query_tile(shape, options, sizeof(float)), 2048u);   // 2048·64·4 = 512 KiB
+  EXPECT_EQ(flash_query_tile(shape, options, sizeof(double)), 2048u);  // 1 MiB
+  shape.head_dim_v = 128;
+  EXPECT_EQ(flash_query_tile(shape, options, sizeof(double)), 1024u);  // 2048 rows would take 2 MiB
+  shape.head_dim_v = 1024;
+  EXPECT_EQ(flash_query_tile(shape, options, sizeof(double)), 512u);   // never fewer than 512
+  shape.head_dim_v = 64, shape.n = 700;
+  EXPECT_EQ(flash_query_tile(shape, options, sizeof(float)), 1024u);  // the first size that holds n
+  shape.n = 2048, options.threads = 2;                                 // 8 heads: 16 items of 1024 rows
+  EXPECT_EQ(flash_query_tile(shape, options, sizeof(float)), 1024u);
+  options.threads = 3;  // 24 wanted: 32 items of 512 rows
+  EXPECT_EQ(flash_query_tile(shape, options, sizeof(float)), 512u);
+  options.window_left = 100;  // a window's rule first
+  EXPECT_EQ(flash_query_tile(shape, options, sizeof(float)), 128u);
+  options.query_tile = 5;  // the caller's choice over both
+  EXPECT_EQ(flash_query_tile(shape, options, sizeof(float)), 5u);
+}
+
 TEST(FlashAttention, ThreadCountGivesIdenticalBits) {
   Case c = random_case({2, 3, 70, 70, 16, 16}, MaskKind::causal, /*seed=*/8);
   c.options.query_tile = 16;
