@@ -315,8 +315,10 @@ std::size_t flash_query_tile(const FlashShape& shape, const FlashOptions& option
   const std::size_t threads = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   const auto items = [&](std::size_t rows) { return shape.batch * shape.q_heads * ((shape.n + rows - 1) / rows); };
   std::size_t rows = kRows;
-  while (rows < kMostRows && rows < shape.n && 2 * rows * shape.head_dim_v * element_size <= kAccumulatorBytes &&
-         (threads == 1 || items(2 * rows) >= kItemsPerThread * threads))
+  // Divisions, not products: any shape may be asked about (run's are checked first).
+  while (rows < kMostRows && rows < shape.n &&
+         shape.head_dim_v <= kAccumulatorBytes / (2 * rows) / std::max<std::size_t>(element_size, 1) &&
+         (threads == 1 || items(2 * rows) / kItemsPerThread >= threads))
     rows *= 2;
   return rows;
 }

@@ -281,7 +281,8 @@ TEST(FlashAttention, QueryTileGivesIdenticalBits) {
                               {"sinks, key lengths, causal", MaskKind::causal, CausalAlignment::top_left, -1, 0, false, true, true}};
   const std::vector<double> per_head = {0.25, 1.5};
   for (const Variant& v : variants) {
-    // 1 thread: the default tile holds all 600 rows; 2 threads: 512 (too few work items for more).
+    // 1 thread: the default tile holds all 600 rows; 2 threads: 512 (too few work items for more);
+    // under the window, 128 rows on either.
     Case c = random_case({2, 2, 600, 640, 8, 8}, v.mask, /*seed=*/21);
     c.alignment = v.alignment;
     c.options.window_left = v.window_left, c.options.window_right = v.window_left < 0 ? -1 : 0;
