@@ -295,6 +295,9 @@ int peak_rss() {
 // The FMA peak per "fp32 threads=1" etc.: the best of the probes before and after the benchmarks
 // and of BM_FmaPeak's iterations among them.
 std::map<std::string, double> peak;
+// Where each came from, printed beside it: the probe before the benchmarks, BM_FmaPeak's fastest
+// iteration among them, the probe after.
+std::map<std::string, double> peak_before, peak_among, peak_after;
 
 // The FMA peak as a benchmark of its own, so that it is measured throughout the run as the
 // kernel is: with random interleaving (the default here) its repetitions fall among the kernel's,
@@ -305,23 +308,26 @@ void BM_FmaPeak(benchmark::State& state) {
   const bool fp64 = state.range(0) != 0;
   const auto threads = static_cast<unsigned>(state.range(1));
   const attn::SimdLevel level = attn::best_simd_level();
-  double& best = peak[std::string(fp64 ? "fp64" : "fp32") + " threads=" + std::to_string(threads)];
+  const std::string key = std::string(fp64 ? "fp64" : "fp32") + " threads=" + std::to_string(threads);
   double rate = 0;
   for (auto _ : state) {
     rate = attn::bench::fma_rate_once(level, fp64, threads, 20'000'000);
-    best = std::max(best, rate);
+    peak[key] = std::max(peak[key], rate);
+    peak_among[key] = std::max(peak_among[key], rate);
   }
   state.counters["GFLOP/s"] = rate;
 }
 BENCHMARK(BM_FmaPeak)->ArgNames({"fp64", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime()
     ->ArgsProduct({{0, 1}, {1, 2}});
 
-// Probes the FMA peak at `level` for each precision and thread count; `peak` keeps the higher.
-void probe_peak(attn::SimdLevel level) {
+// Probes the FMA peak at `level` for each precision and thread count into `probed`; `peak` keeps
+// the higher.
+void probe_peak(attn::SimdLevel level, std::map<std::string, double>& probed) {
   for (const char* precision : {"fp32", "fp64"})
     for (unsigned threads : {1u, 2u}) {
-      double& best = peak[std::string(precision) + " threads=" + std::to_string(threads)];
-      best = std::max(best, attn::bench::fma_peak_gflops(level, precision[2] == '6', threads));
+      const std::string key = std::string(precision) + " threads=" + std::to_string(threads);
+      probed[key] = attn::bench::fma_peak_gflops(level, precision[2] == '6', threads);
+      peak[key] = std::max(peak[key], probed[key]);
     }
 }
 
@@ -347,10 +353,10 @@ int main(int argc, char** argv) {
   // (one run here probed 217.9 fp32 GFLOP/s on 1 thread after the benchmarks against 236-245 in
   // others).
   const attn::SimdLevel level = attn::best_simd_level();
-  probe_peak(level);
+  probe_peak(level, peak_before);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  probe_peak(level);
+  probe_peak(level, peak_after);
   const char* level_name = level == attn::SimdLevel::avx512 ? "avx512"
                            : level == attn::SimdLevel::avx2 ? "avx2"
                                                             : "sse2";
@@ -358,8 +364,11 @@ int main(int argc, char** argv) {
               "one after the benchmarks and of BM_FmaPeak among them):\n", level_name, attn::bench::kChains);
   for (const char* precision : {"fp32", "fp64"}) {
     const std::string p = precision;
-    for (unsigned threads : {1u, 2u})
-      std::printf("  %s threads=%u: %8.1f GFLOP/s\n", precision, threads, peak[p + " threads=" + std::to_string(threads)]);
+    for (unsigned threads : {1u, 2u}) {
+      const std::string key = p + " threads=" + std::to_string(threads);
+      std::printf("  %s threads=%u: %8.1f GFLOP/s  (before %.1f, among %.1f, after %.1f)\n", precision, threads, peak[key],
+                  peak_before[key], peak_among[key], peak_after[key]);
+    }
     // Another job holding a core through both probes halves the 2-thread peak and inflates every
     // 2-thread % of it: say so rather than print 150% of peak.
     if (peak[p + " threads=2"] < 1.8 * peak[p + " threads=1"])

@@ -307,7 +307,7 @@ std::size_t flash_key_tile(const FlashShape& shape, const FlashOptions& options,
 
 std::size_t flash_query_tile(const FlashShape& shape, const FlashOptions& options, std::size_t element_size) {
   if (options.query_tile) return *options.query_tile;
-  constexpr std::size_t kRows = 512, kMostRows = 2048, kAccumulatorBytes = std::size_t{1} << 20, kItemsPerThread = 8;
+  constexpr std::size_t kRows = 512, kMostRows = 2048, kAccumulatorBytes = std::size_t{1} << 20, kItemsPerThread = 16;
   if (options.window_left >= 0) {
     const auto w = static_cast<std::size_t>(options.window_left);
     return std::min(kRows, flash_detail::round_up(std::max<std::size_t>(w, 64), 64));

@@ -122,14 +122,14 @@ struct FlashOptions {
 /// The query tile a call uses: options.query_tile, or when unset 512 rows (a packed key tile serves
 /// that many; 256 measured slower), doubled up to 2048 while the accumulators' rows·head_dim_v·
 /// element_size bytes stay within 1 MiB and, on more than one thread (options.threads, 0 = every
-/// core), the work items (batch · q_heads · ⌈n / rows⌉) stay at least 8 per thread: each key tile
+/// core), the work items (batch · q_heads · ⌈n / rows⌉) stay at least 16 per thread: each key tile
 /// is packed once per tile of queries, and packing is then a quarter of what it was. Zen 5, calls
 /// alternating with 512-row tiles in one process, best of each: on 1 thread at n = 2048 (8 heads)
 /// 2048 rows ran 1.1-5% faster in 7 of 8 configurations (fp32 causal hd 64 0.4% slower); on 2
 /// threads at n = 8192, 2.4-3.6% faster (3 configurations). On 2 threads at n = 2048 the eight
-/// items of 2048 rows ran 0.3-2% slower in 4 of 8 (means up to 5%), and 1024 rows, the rule's
-/// choice there, stayed within the noise of 512 (best call -2.2% to +4.8%, 25th percentile -2.8%
-/// to +1.3%). Under a left window w >= 0: max(64, w) rows rounded up to 64 when that is fewer than
+/// items of 2048 rows ran 0.3-2% slower in 4 of 8 (means up to 5%), and 16 items of 1024 rows
+/// gained nothing above the noise (best call -2.2% to +4.8%, 25th percentile -2.8% to +1.3%), so
+/// the rule keeps 512 there. Under a left window w >= 0: max(64, w) rows rounded up to 64 when that is fewer than
 /// 512, as a tile's rows see w + rows keys, so its work stays within about twice the window's own.
 /// The result does not depend on the query tile (bitwise).
 [[nodiscard]] std::size_t flash_query_tile(const FlashShape& shape, const FlashOptions& options,

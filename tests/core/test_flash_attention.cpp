@@ -322,9 +322,11 @@ TEST(FlashAttention, DefaultQueryTileGrowsWithinItsAccumulatorsAndThreads) {
   EXPECT_EQ(flash_query_tile(shape, options, sizeof(double)), 512u);   // never fewer than 512
   shape.head_dim_v = 64, shape.n = 700;
   EXPECT_EQ(flash_query_tile(shape, options, sizeof(float)), 1024u);  // the first size that holds n
-  shape.n = 2048, options.threads = 2;                                 // 8 heads: 16 items of 1024 rows
+  shape.n = 8192, options.threads = 2;  // 8 heads: 32 items of 2048 rows, 16 per thread
+  EXPECT_EQ(flash_query_tile(shape, options, sizeof(float)), 2048u);
+  options.threads = 3;  // 48 wanted: 64 items of 1024 rows
   EXPECT_EQ(flash_query_tile(shape, options, sizeof(float)), 1024u);
-  options.threads = 3;  // 24 wanted: 32 items of 512 rows
+  shape.n = 2048;  // 48 wanted: 32 items of 512 rows
   EXPECT_EQ(flash_query_tile(shape, options, sizeof(float)), 512u);
   options.window_left = 100;  // a window's rule first
   EXPECT_EQ(flash_query_tile(shape, options, sizeof(float)), 128u);
