@@ -366,8 +366,12 @@ int main(int argc, char** argv) {
     const std::string p = precision;
     for (unsigned threads : {1u, 2u}) {
       const std::string key = p + " threads=" + std::to_string(threads);
-      std::printf("  %s threads=%u: %8.1f GFLOP/s  (before %.1f, among %.1f, after %.1f)\n", precision, threads, peak[key],
-                  peak_before[key], peak_among[key], peak_after[key]);
+      std::printf("  %s threads=%u: %8.1f GFLOP/s  (before %.1f, ", precision, threads, peak[key], peak_before[key]);
+      if (const auto among = peak_among.find(key); among != peak_among.end())
+        std::printf("among %.1f, ", among->second);
+      else
+        std::printf("BM_FmaPeak not run, ");
+      std::printf("after %.1f)\n", peak_after[key]);
     }
     // Another job holding a core through both probes halves the 2-thread peak and inflates every
     // 2-thread % of it: say so rather than print 150% of peak.
