@@ -77,6 +77,11 @@ template <class T, bool kTanh> [[gnu::target("avx512f")]] void elementwise_avx51
 
 SimdLevel resolve(SimdLevel level) { return level == SimdLevel::automatic ? best_simd_level() : level; }
 
+// The threads a call asks for: options.threads, or every core when 0.
+unsigned wanted_threads(const FlashOptions& options) {
+  return options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+}
+
 std::size_t vector_bytes(SimdLevel level) {
   return level == SimdLevel::avx512 ? 64 : level == SimdLevel::avx2 ? 32 : 16;
 }
@@ -233,7 +238,7 @@ template <class T> KernelStatus run(const FlashShape& sh, std::span<const T> Q, 
   const ItemFunction<T> item = level == SimdLevel::avx512 ? item_avx512<T>
                                : level == SimdLevel::avx2 ? item_avx2<T>
                                                           : item_baseline<T>;
-  const unsigned wanted = opt.threads != 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned wanted = wanted_threads(opt);
   const std::size_t threads = std::min<std::size_t>(wanted, items);
   // Scratch is fitted here, before any thread starts, so a bad_alloc reaches the caller.
   std::vector<std::unique_ptr<Scratch<T>>>& scratch = kept_scratch<T>();
@@ -312,7 +317,7 @@ std::size_t flash_query_tile(const FlashShape& shape, const FlashOptions& option
     const auto w = static_cast<std::size_t>(options.window_left);
     return std::min(kRows, flash_detail::round_up(std::max<std::size_t>(w, 64), 64));
   }
-  const std::size_t threads = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t threads = wanted_threads(options);
   const auto items = [&](std::size_t rows) { return shape.batch * shape.q_heads * ((shape.n + rows - 1) / rows); };
   std::size_t rows = kRows;
   // Divisions, not products: any shape may be asked about (run's are checked first).

@@ -129,8 +129,9 @@ struct FlashOptions {
 /// threads at n = 8192, 2.4-3.6% faster (3 configurations). On 2 threads at n = 2048 the eight
 /// items of 2048 rows ran 0.3-2% slower in 4 of 8 (means up to 5%), and 16 items of 1024 rows
 /// gained nothing above the noise (best call -2.2% to +4.8%, 25th percentile -2.8% to +1.3%), so
-/// the rule keeps 512 there. Under a left window w >= 0: max(64, w) rows rounded up to 64 when that is fewer than
-/// 512, as a tile's rows see w + rows keys, so its work stays within about twice the window's own.
+/// the rule keeps 512 there. Under a left window w >= 0: max(64, w) rows rounded up to 64 when that
+/// is fewer than 512, as a tile's rows see w + rows keys, so its work stays within about twice the
+/// window's own.
 /// The result does not depend on the query tile (bitwise).
 [[nodiscard]] std::size_t flash_query_tile(const FlashShape& shape, const FlashOptions& options,
                                            std::size_t element_size);
